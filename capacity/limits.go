@@ -1,0 +1,228 @@
+package capacity
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// DefaultBurst is the default Limits.Burst: the largest amount of a per-minute
+// budget that may be spent at once, expressed as time at the full rate.
+//
+// Providers enforce per-minute limits at sub-minute granularity (OpenAI: "60
+// requests/minute may be enforced as 1 request/second"; Anthropic: token
+// bucket, "capacity is continuously replenished up to your maximum limit" and
+// short bursts can exceed it), so a whole minute's worth at once draws 429s.
+// Five seconds of rate smooths bursts while keeping a small backlog ready.
+const DefaultBurst = 5 * time.Second
+
+// DefaultSafetyMargin is the default Limits.SafetyMargin: 95% of each limit is
+// used, leaving room for traffic tollgate does not see and header skew.
+const DefaultSafetyMargin = 0.95
+
+// Limits are the budgets of one quota scope. A zero limit means unlimited.
+// Values are as the provider states them; SafetyMargin scales them down.
+type Limits struct {
+	RequestsPerMinute     int64
+	InputTokensPerMinute  int64
+	OutputTokensPerMinute int64
+	TokensPerMinute       int64 // combined input + output
+	RequestsPerDay        int64
+	TokensPerDay          int64
+	MaxInFlight           int64
+
+	// Burst is the capacity of each per-minute bucket as time at that
+	// bucket's rate: capacity = rate × Burst (at least 1). If zero,
+	// DefaultBurst. A single demand larger than a bucket's capacity can never
+	// be admitted and is refused with a *DemandTooLargeError.
+	Burst time.Duration
+	// TokenBurst, if set, is the minimum capacity of the per-minute token
+	// buckets, for scopes whose single calls are larger than Burst's worth of
+	// tokens. It raises the bound of the conformance invariant accordingly.
+	TokenBurst int64
+	// SafetyMargin is the fraction (0, 1] of every limit actually used.
+	// If zero, DefaultSafetyMargin.
+	SafetyMargin float64
+	// DayReset says when per-day counters reset. The zero value is midnight UTC.
+	DayReset DayBoundary
+}
+
+// DayBoundary is the daily reset time of per-day limits: midnight plus Offset
+// in Location. Gemini resets at midnight Pacific:
+// DayBoundary{Location: pacific}.
+type DayBoundary struct {
+	Location *time.Location // nil means UTC
+	Offset   time.Duration  // in [0, 24h)
+}
+
+// Next returns the first reset boundary strictly after t.
+func (b DayBoundary) Next(t time.Time) time.Time {
+	loc := b.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	lt := t.In(loc)
+	next := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc).Add(b.Offset)
+	if !next.After(t) {
+		next = time.Date(lt.Year(), lt.Month(), lt.Day()+1, 0, 0, 0, 0, loc).Add(b.Offset)
+	}
+	return next
+}
+
+// ErrInvalidLimits is returned (wrapped) by Limits.Validate.
+var ErrInvalidLimits = errors.New("capacity: invalid limits")
+
+// Validate reports the first invalid field of l, by name.
+func (l Limits) Validate() error {
+	fields := []struct {
+		name string
+		v    int64
+	}{
+		{"RequestsPerMinute", l.RequestsPerMinute},
+		{"InputTokensPerMinute", l.InputTokensPerMinute},
+		{"OutputTokensPerMinute", l.OutputTokensPerMinute},
+		{"TokensPerMinute", l.TokensPerMinute},
+		{"RequestsPerDay", l.RequestsPerDay},
+		{"TokensPerDay", l.TokensPerDay},
+		{"MaxInFlight", l.MaxInFlight},
+		{"TokenBurst", l.TokenBurst},
+	}
+	for _, f := range fields {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s is %d; want >= 0 (0 means unlimited)", ErrInvalidLimits, f.name, f.v)
+		}
+	}
+	if l.Burst < 0 {
+		return fmt.Errorf("%w: Burst is %v; want >= 0 (0 means %v)", ErrInvalidLimits, l.Burst, DefaultBurst)
+	}
+	if l.Burst > time.Minute {
+		return fmt.Errorf("%w: Burst is %v; want <= 1m (a bucket holds at most a minute of rate)", ErrInvalidLimits, l.Burst)
+	}
+	if math.IsNaN(l.SafetyMargin) || l.SafetyMargin < 0 || l.SafetyMargin > 1 {
+		return fmt.Errorf("%w: SafetyMargin is %v; want in (0, 1] (0 means %v)", ErrInvalidLimits, l.SafetyMargin, DefaultSafetyMargin)
+	}
+	if l.DayReset.Offset < 0 || l.DayReset.Offset >= 24*time.Hour {
+		return fmt.Errorf("%w: DayReset.Offset is %v; want in [0, 24h)", ErrInvalidLimits, l.DayReset.Offset)
+	}
+	return nil
+}
+
+// Limit returns the stated limit of dimension d (0: unlimited).
+func (l Limits) Limit(d Dimension) int64 {
+	switch d {
+	case Requests:
+		return l.RequestsPerMinute
+	case InputTokens:
+		return l.InputTokensPerMinute
+	case OutputTokens:
+		return l.OutputTokensPerMinute
+	case Tokens:
+		return l.TokensPerMinute
+	case RequestsPerDay:
+		return l.RequestsPerDay
+	case TokensPerDay:
+		return l.TokensPerDay
+	case InFlight:
+		return l.MaxInFlight
+	}
+	return 0
+}
+
+// SetLimit returns l with dimension d's stated limit set to v.
+func (l Limits) SetLimit(d Dimension, v int64) Limits {
+	switch d {
+	case Requests:
+		l.RequestsPerMinute = v
+	case InputTokens:
+		l.InputTokensPerMinute = v
+	case OutputTokens:
+		l.OutputTokensPerMinute = v
+	case Tokens:
+		l.TokensPerMinute = v
+	case RequestsPerDay:
+		l.RequestsPerDay = v
+	case TokensPerDay:
+		l.TokensPerDay = v
+	case InFlight:
+		l.MaxInFlight = v
+	}
+	return l
+}
+
+func (l Limits) margin() float64 {
+	if l.SafetyMargin == 0 {
+		return DefaultSafetyMargin
+	}
+	return l.SafetyMargin
+}
+
+func (l Limits) burst() time.Duration {
+	if l.Burst == 0 {
+		return DefaultBurst
+	}
+	return l.Burst
+}
+
+// Budget is the effective shape of one dimension after the safety margin and
+// burst are applied: what a Store enforces.
+type Budget struct {
+	Limited bool
+	// Rate is the refill rate in units per second (per-minute dimensions).
+	Rate float64
+	// Capacity is the bucket size (per-minute), the daily allowance (per-day)
+	// or the number of slots (InFlight).
+	Capacity float64
+}
+
+// Budgets returns the effective budget of every dimension.
+//
+// Per-minute: Rate = limit × margin / 60 s; Capacity = max(1, Rate × Burst),
+// raised to TokenBurst for token buckets. Per-day: Capacity = limit × margin.
+// InFlight: Capacity = MaxInFlight (no margin: it is a count of slots).
+func (l Limits) Budgets() [NumDimensions]Budget {
+	var b [NumDimensions]Budget
+	m := l.margin()
+	burst := l.burst().Seconds()
+	for d := Requests; d <= Tokens; d++ {
+		lim := l.Limit(d)
+		if lim <= 0 {
+			continue
+		}
+		rate := float64(lim) * m / 60
+		c := math.Max(1, math.Floor(rate*burst))
+		if d != Requests && float64(l.TokenBurst) > c {
+			c = float64(l.TokenBurst)
+		}
+		b[d] = Budget{Limited: true, Rate: rate, Capacity: c}
+	}
+	for _, d := range []Dimension{RequestsPerDay, TokensPerDay} {
+		if lim := l.Limit(d); lim > 0 {
+			b[d] = Budget{Limited: true, Capacity: math.Max(1, math.Floor(float64(lim)*m))}
+		}
+	}
+	if l.MaxInFlight > 0 {
+		b[InFlight] = Budget{Limited: true, Capacity: float64(l.MaxInFlight)}
+	}
+	return b
+}
+
+// DemandTooLargeError is returned by Store.Reserve for a demand that exceeds
+// a bucket's whole capacity: it can never be admitted, so it is refused rather
+// than queued.
+type DemandTooLargeError struct {
+	Dimension Dimension
+	Charge    int64
+	Capacity  float64
+}
+
+func (e *DemandTooLargeError) Error() string {
+	return fmt.Sprintf("capacity: demand of %d %s exceeds the budget's whole capacity %.0f (raise Limits.Burst or Limits.TokenBurst, or split the call)",
+		e.Charge, e.Dimension, e.Capacity)
+}
+
+// ErrDemandTooLarge matches any *DemandTooLargeError with errors.Is.
+var ErrDemandTooLarge = errors.New("capacity: demand larger than the budget's capacity")
+
+// Is makes errors.Is(err, ErrDemandTooLarge) true.
+func (e *DemandTooLargeError) Is(target error) bool { return target == ErrDemandTooLarge }

@@ -1,0 +1,353 @@
+package capacity
+
+import (
+	"math"
+	"sort"
+	"sync"
+	"time"
+)
+
+// memScope is one scope's state in a MemoryStore. Every method requires mu.
+type memScope struct {
+	mu    sync.Mutex
+	scope Scope
+
+	limits  Limits
+	lowered [NumDimensions]int64 // provider-reported limits below the configured ones
+	budgets [NumDimensions]Budget
+	started bool
+
+	// level is each per-minute bucket's available level: what a new call may
+	// take. Booked tickets are taken from it at booking (it may go negative,
+	// as may debt) and held in booked until claimed; the bucket as the
+	// provider sees it, level + booked, never exceeds capacity, so a claim at
+	// the ticket's time always finds its charge there.
+	level   [numBuckets]float64
+	booked  [numBuckets]float64
+	last    time.Time           // time the levels were last refilled
+	dayUsed [2]float64          // RequestsPerDay, TokensPerDay
+	dayEnd  time.Time           // end of the current day window
+	granted [NumDimensions]float64
+
+	leases   map[string]Lease  // live lease by Call
+	tickets  map[string]Ticket // booked ticket by Call
+	inflight int64
+	nextExp  time.Time // lower bound of the earliest lease or ticket expiry
+
+	failures map[string]failureCount // real failures by Call
+
+	block  Block
+	notify chan struct{} // closed and dropped on each settle/release, made by Released
+}
+
+func newMemScope(sc Scope) *memScope {
+	return &memScope{scope: sc, leases: make(map[string]Lease), tickets: make(map[string]Ticket), failures: make(map[string]failureCount)}
+}
+
+type failureCount struct {
+	count   int
+	expires time.Time
+}
+
+// setLimits installs the request's limits. A new scope starts each bucket at
+// its burst capacity; a changed limit keeps levels, clamped to the new
+// capacity.
+func (m *memScope) setLimits(l Limits, now time.Time) {
+	if m.started && l == m.limits {
+		return
+	}
+	first := !m.started
+	m.started = true
+	m.limits = l
+	m.recompute()
+	if first {
+		m.last = now
+		for d := range numBuckets {
+			m.level[d] = m.budgets[d].Capacity
+		}
+		m.dayEnd = l.DayReset.Next(now)
+		return
+	}
+	for d := range numBuckets {
+		if m.budgets[d].Limited {
+			m.level[d] = math.Min(m.level[d], m.budgets[d].Capacity)
+		}
+	}
+}
+
+// recompute derives the effective budgets from the limits and what the
+// provider reported.
+func (m *memScope) recompute() {
+	l := m.limits
+	for d := range NumDimensions {
+		if lo := m.lowered[d]; lo > 0 && (l.Limit(Dimension(d)) == 0 || lo < l.Limit(Dimension(d))) {
+			l = l.SetLimit(Dimension(d), lo)
+		}
+	}
+	m.budgets = l.Budgets()
+}
+
+// advance refills the buckets to now, rolls the day window and reclaims
+// expired leases and lapsed tickets. Time never runs backwards here.
+func (m *memScope) advance(now time.Time) {
+	if !m.started {
+		return
+	}
+	if dt := now.Sub(m.last).Seconds(); dt > 0 {
+		for d := range numBuckets {
+			b := m.budgets[d]
+			if top := b.Capacity - m.booked[d]; b.Limited && m.level[d] < top {
+				m.level[d] = math.Min(top, m.level[d]+b.Rate*dt)
+			}
+		}
+		m.last = now
+	}
+	if !now.Before(m.dayEnd) {
+		m.dayUsed = [2]float64{}
+		m.dayEnd = m.limits.DayReset.Next(now)
+	}
+	if !m.nextExp.IsZero() && !now.Before(m.nextExp) {
+		m.reclaim(now)
+	}
+}
+
+// reclaim drops expired leases (their slots come back, their tokens stay
+// spent) and lapsed tickets.
+func (m *memScope) reclaim(now time.Time) {
+	var next time.Time
+	freed := false
+	for call, le := range m.leases {
+		if !now.Before(le.Expires) {
+			m.dropLease(call)
+			freed = true
+			continue
+		}
+		if next.IsZero() || le.Expires.Before(next) {
+			next = le.Expires
+		}
+	}
+	for call, tk := range m.tickets {
+		if !now.Before(tk.Expires) {
+			m.unbook(call) // lapsed: its capacity stays spent
+			continue
+		}
+		if next.IsZero() || tk.Expires.Before(next) {
+			next = tk.Expires
+		}
+	}
+	m.nextExp = next
+	if freed {
+		m.wake()
+	}
+}
+
+func (m *memScope) noteExpiry(t time.Time) {
+	if m.nextExp.IsZero() || t.Before(m.nextExp) {
+		m.nextExp = t
+	}
+}
+
+func (m *memScope) activeBlock(now time.Time) (Block, bool) {
+	if m.block.Until.After(now) {
+		return m.block, true
+	}
+	return Block{}, false
+}
+
+func (m *memScope) slotFree() bool {
+	b := m.budgets[InFlight]
+	return !b.Limited || float64(m.inflight) < b.Capacity
+}
+
+// nextSlotAt is the latest time a slot frees without any settle: the earliest
+// live lease expiry.
+func (m *memScope) nextSlotAt(now time.Time) time.Time {
+	var t time.Time
+	for _, le := range m.leases {
+		if t.IsZero() || le.Expires.Before(t) {
+			t = le.Expires
+		}
+	}
+	if t.IsZero() {
+		t = now
+	}
+	return t
+}
+
+// charge takes c from every budget (c may be negative: a refund, capped at
+// capacity) and records it in the grant history.
+func (m *memScope) charge(c Charges) {
+	for d := range numBuckets {
+		if c[d] == 0 || !m.budgets[d].Limited {
+			continue
+		}
+		m.level[d] = math.Min(m.budgets[d].Capacity-m.booked[d], m.level[d]-float64(c[d]))
+	}
+	for i, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
+		m.dayUsed[i] = math.Max(0, m.dayUsed[i]+float64(c[d]))
+	}
+	for d := range NumDimensions {
+		if c[d] > 0 {
+			m.granted[d] += float64(c[d])
+		}
+	}
+}
+
+// book takes a ticket's charges now and holds them until the ticket is
+// claimed, lapses or is released.
+func (m *memScope) book(tk Ticket) {
+	m.charge(tk.Charges)
+	for d := range numBuckets {
+		if m.budgets[d].Limited {
+			m.booked[d] += float64(tk.Charges[d])
+		}
+	}
+	m.tickets[tk.Call] = tk
+	m.noteExpiry(tk.Expires)
+}
+
+// unbook drops call's ticket (claimed, lapsed or released) and returns it.
+func (m *memScope) unbook(call string) (Ticket, bool) {
+	tk, ok := m.tickets[call]
+	if !ok {
+		return Ticket{}, false
+	}
+	delete(m.tickets, call)
+	for d := range numBuckets {
+		if m.budgets[d].Limited {
+			m.booked[d] = math.Max(0, m.booked[d]-float64(tk.Charges[d]))
+		}
+	}
+	return tk, true
+}
+
+// fitWait returns how long until c fits in bucket d with no other traffic.
+// While tickets hold part of the bucket, a charge larger than the rest waits
+// at least until the last of them is due.
+func (m *memScope) fitWait(d int, c float64, now time.Time) time.Duration {
+	b := m.budgets[d]
+	need := c - m.level[d]
+	if need <= epsilon {
+		return 0
+	}
+	w := time.Duration(math.Ceil(need / b.Rate * float64(time.Second)))
+	if c > b.Capacity-m.booked[d]+epsilon {
+		for _, tk := range m.tickets {
+			if tk.Charges[d] > 0 && tk.At.Sub(now) > w {
+				w = tk.At.Sub(now)
+			}
+		}
+	}
+	return w
+}
+
+func (m *memScope) refund(c Charges) {
+	var neg Charges
+	for d := range c {
+		neg[d] = -c[d]
+	}
+	neg[InFlight] = 0
+	m.charge(neg)
+}
+
+// grantLease makes the call's lease. A fresh grant charges c; a claimed
+// ticket was charged when it was booked.
+func (m *memScope) grantLease(req Request, c Charges, fresh bool, now time.Time, ttl time.Duration) Lease {
+	if fresh {
+		m.charge(c)
+	}
+	le := Lease{
+		ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
+		Charges: c, Class: req.Class, GrantedAt: now, Expires: now.Add(ttl),
+		Mark: Mark{Valid: true, Granted: m.granted},
+	}
+	m.leases[req.Call] = le
+	m.inflight++
+	m.noteExpiry(le.Expires)
+	return le
+}
+
+func (m *memScope) dropLease(call string) {
+	if _, ok := m.leases[call]; ok {
+		delete(m.leases, call)
+		m.inflight--
+	}
+}
+
+// observe applies a provider report: the level becomes at most the reported
+// remaining minus what was granted after the observed request left; a
+// reported limit below the configured one lowers it (and a report at or above
+// it lifts an earlier lowering). Reset values are never used as rates.
+func (m *memScope) observe(o Observation, now time.Time) {
+	changed := false
+	for d := range numBuckets {
+		od := o.Dims[d]
+		if od.HasLimit && od.Limit > 0 {
+			cfg := m.limits.Limit(Dimension(d))
+			switch {
+			case cfg == 0 || od.Limit < cfg:
+				if m.lowered[d] != od.Limit {
+					m.lowered[d], changed = od.Limit, true
+				}
+			case m.lowered[d] != 0:
+				m.lowered[d], changed = 0, true
+			}
+		}
+	}
+	if changed {
+		m.recompute()
+		for d := range numBuckets {
+			if m.budgets[d].Limited {
+				m.level[d] = math.Min(m.level[d], m.budgets[d].Capacity)
+			}
+		}
+	}
+	for d := range numBuckets {
+		od := o.Dims[d]
+		if !od.HasRemaining || !m.budgets[d].Limited {
+			continue
+		}
+		var since float64
+		if o.Mark.Valid {
+			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
+		} else {
+			// Unknown send time: assume everything in flight left after it.
+			for _, le := range m.leases {
+				since += float64(le.Charges[d])
+			}
+		}
+		m.level[d] = math.Min(m.level[d], float64(od.Remaining)-since)
+	}
+}
+
+// wake tells waiters that capacity may have come back.
+func (m *memScope) wake() {
+	if m.notify != nil {
+		close(m.notify)
+		m.notify = nil
+	}
+}
+
+func (m *memScope) snapshot(s Snapshot, now time.Time) Snapshot {
+	s.Limits = m.limits
+	s.Budget = m.budgets
+	s.DayResetAt = m.dayEnd
+	for d := range numBuckets {
+		s.Level[d] = m.level[d]
+	}
+	s.Level[RequestsPerDay] = m.budgets[RequestsPerDay].Capacity - m.dayUsed[0]
+	s.Level[TokensPerDay] = m.budgets[TokensPerDay].Capacity - m.dayUsed[1]
+	s.Level[InFlight] = m.budgets[InFlight].Capacity - float64(m.inflight)
+	for _, le := range m.leases {
+		s.Leases = append(s.Leases, le)
+	}
+	sort.Slice(s.Leases, func(i, j int) bool { return s.Leases[i].ID < s.Leases[j].ID })
+	for _, tk := range m.tickets {
+		s.Tickets = append(s.Tickets, tk)
+	}
+	sort.Slice(s.Tickets, func(i, j int) bool { return s.Tickets[i].At.Before(s.Tickets[j].At) })
+	if b, ok := m.activeBlock(now); ok {
+		s.Blocks = append(s.Blocks, b)
+	}
+	return s
+}

@@ -1,0 +1,403 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// epsilon absorbs floating-point error when a refilled level is compared with
+// a charge, so a demand replayed at its computed RetryAt fits.
+const epsilon = 1e-6
+
+// MemoryOptions configures a MemoryStore.
+type MemoryOptions struct {
+	// Clock returns the store's time. If nil, time.Now.
+	Clock func() time.Time
+	// TicketGrace is how long a booked ticket waits past its time for its
+	// call to come back before it lapses (its capacity stays spent). If zero,
+	// DefaultLeaseTTL.
+	TicketGrace time.Duration
+}
+
+// MemoryStore is a Store for one process. It is safe for concurrent use; each
+// scope has its own lock, so scopes do not contend. Time comes from
+// MemoryOptions.Clock, so tests drive it without sleeping.
+type MemoryStore struct {
+	clock func() time.Time
+	grace time.Duration
+
+	mu     sync.RWMutex
+	scopes map[Scope]*memScope
+	creds  map[string]Block // credential-wide blocks by Scope.CredentialKey
+}
+
+var (
+	_ Store    = (*MemoryStore)(nil)
+	_ Notifier = (*MemoryStore)(nil)
+)
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore(opts MemoryOptions) *MemoryStore {
+	s := &MemoryStore{
+		clock:  opts.Clock,
+		grace:  opts.TicketGrace,
+		scopes: make(map[Scope]*memScope),
+		creds:  make(map[string]Block),
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.grace <= 0 {
+		s.grace = DefaultLeaseTTL
+	}
+	return s
+}
+
+func (s *MemoryStore) scope(sc Scope, create bool) *memScope {
+	s.mu.RLock()
+	st := s.scopes[sc]
+	s.mu.RUnlock()
+	if st != nil || !create {
+		return st
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st = s.scopes[sc]; st == nil {
+		st = newMemScope(sc)
+		s.scopes[sc] = st
+	}
+	return st
+}
+
+func (s *MemoryStore) credBlock(sc Scope, now time.Time) (Block, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.creds) == 0 {
+		return Block{}, false
+	}
+	b, ok := s.creds[sc.CredentialKey()]
+	if !ok || !b.Until.After(now) {
+		return Block{}, false
+	}
+	return b, true
+}
+
+// Reserve implements Store.
+func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return Reservation{}, err
+	}
+	if err := req.validate(); err != nil {
+		return Reservation{}, err
+	}
+	st := s.scope(req.Scope, true)
+	now := s.clock()
+	cb, credBlocked := s.credBlock(req.Scope, now)
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.setLimits(req.Limits, now)
+	st.advance(now)
+
+	// A demand that can never fit is refused, never queued.
+	for d := range NumDimensions {
+		b := st.budgets[d]
+		if b.Limited && float64(req.Charges[d]) > b.Capacity {
+			return Reservation{}, &DemandTooLargeError{Dimension: Dimension(d), Charge: req.Charges[d], Capacity: b.Capacity}
+		}
+	}
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+
+	// Idempotency and attempt supersession.
+	if le, ok := st.leases[req.Call]; ok {
+		switch {
+		case le.Attempt == req.Attempt:
+			return Reservation{Granted: true, Lease: le, Now: now}, nil
+		case le.Attempt > req.Attempt:
+			return Reservation{}, fmt.Errorf("%w: call has attempt %d live, asked for %d", ErrStaleAttempt, le.Attempt, req.Attempt)
+		default:
+			st.dropLease(req.Call) // tokens stay spent
+		}
+	}
+
+	deny := Reservation{Now: now}
+	if b, ok := st.activeBlock(now); ok {
+		deny.Reason, deny.Block, deny.RetryAt = DenyBlocked, b, b.Until
+		if credBlocked && cb.Until.After(b.Until) {
+			deny.Block, deny.RetryAt = cb, cb.Until
+		}
+		return deny, nil
+	}
+	if credBlocked {
+		deny.Reason, deny.Block, deny.RetryAt = DenyBlocked, cb, cb.Until
+		return deny, nil
+	}
+
+	// A call holding a ticket claims it at its time without competing again.
+	if tk, ok := st.tickets[req.Call]; ok {
+		if now.Before(tk.At) {
+			deny.Reason, deny.RetryAt, deny.Booked = DenyTicket, tk.At, true
+			return deny, nil
+		}
+		if !st.slotFree() {
+			deny.Reason, deny.Binding, deny.RetryAt, deny.Booked = DenyCapacity, InFlight, st.nextSlotAt(now), true
+			return deny, nil
+		}
+		st.unbook(req.Call)
+		return Reservation{Granted: true, Lease: st.grantLease(req, tk.Charges, false, now, ttl), Now: now}, nil
+	}
+
+	// Per-day counters: a spent day is not booked; it resets at its boundary.
+	for _, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
+		b := st.budgets[d]
+		if b.Limited && st.dayUsed[d-RequestsPerDay]+float64(req.Charges[d]) > b.Capacity+epsilon {
+			deny.Reason, deny.Binding, deny.RetryAt = DenyDailyQuota, d, st.dayEnd
+			return deny, nil
+		}
+	}
+
+	// Per-minute buckets: the longest wait binds.
+	var wait time.Duration
+	binding := Dimension(-1)
+	for d := range numBuckets {
+		c := float64(req.Charges[d])
+		if !st.budgets[d].Limited || c == 0 {
+			continue
+		}
+		if w := st.fitWait(d, c, now); w > 0 && (w > wait || binding < 0) {
+			wait, binding = w, Dimension(d)
+		}
+	}
+	slot := st.slotFree()
+	if binding < 0 && slot {
+		return Reservation{Granted: true, Lease: st.grantLease(req, req.Charges, true, now, ttl), Now: now}, nil
+	}
+
+	deny.Reason = DenyCapacity
+	deny.RetryAt = now.Add(wait)
+	deny.Binding = binding
+	if binding < 0 {
+		deny.Binding = InFlight
+		deny.RetryAt = st.nextSlotAt(now)
+	}
+	if !req.Deadline.IsZero() && deny.RetryAt.After(req.Deadline) {
+		deny.Reason = DenyDeadline
+		return deny, nil
+	}
+	if req.Book && binding >= 0 {
+		// Book the future capacity now (x/time/rate's Reserve): the bucket
+		// goes negative, so later callers queue behind this one.
+		at := deny.RetryAt
+		st.book(Ticket{Call: req.Call, Charges: req.Charges, At: at, Class: req.Class, Expires: at.Add(s.grace)})
+		deny.Booked = true
+	}
+	return deny, nil
+}
+
+// Settle implements Store.
+func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st := s.scope(lease.Scope, false)
+	if st == nil {
+		return nil
+	}
+	now := s.clock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.advance(now)
+	delta := final.Sub(lease.Charges)
+	delta[InFlight] = 0
+	if le, ok := st.leases[lease.Call]; ok && le.ID == lease.ID {
+		st.dropLease(lease.Call)
+	} else {
+		// The lease expired: its reservation stays spent; only debt applies.
+		for d := range delta {
+			delta[d] = max(delta[d], 0)
+		}
+	}
+	st.charge(delta)
+	st.wake()
+	return nil
+}
+
+// Release implements Store. A Lease with an empty ID and a Call releases that
+// call's ticket, refunding the booked capacity.
+func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st := s.scope(lease.Scope, false)
+	if st == nil {
+		return nil
+	}
+	now := s.clock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.advance(now)
+	if lease.ID == "" {
+		if tk, ok := st.unbook(lease.Call); ok {
+			st.refund(tk.Charges)
+			st.wake()
+		}
+		return nil
+	}
+	if le, ok := st.leases[lease.Call]; ok && le.ID == lease.ID {
+		st.dropLease(lease.Call)
+		st.refund(le.Charges)
+		st.wake()
+	}
+	return nil
+}
+
+// Renew implements Store.
+func (s *MemoryStore) Renew(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	if ttl <= 0 {
+		return Lease{}, fmt.Errorf("%w: ttl %v must be positive", ErrInvalidRequest, ttl)
+	}
+	st := s.scope(lease.Scope, false)
+	if st == nil {
+		return Lease{}, ErrLeaseNotFound
+	}
+	now := s.clock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.advance(now)
+	le, ok := st.leases[lease.Call]
+	if !ok || le.ID != lease.ID {
+		return Lease{}, ErrLeaseNotFound
+	}
+	le.Expires = now.Add(ttl)
+	st.leases[lease.Call] = le
+	return le, nil
+}
+
+// Observe implements Store.
+func (s *MemoryStore) Observe(ctx context.Context, sc Scope, obs Observation) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st := s.scope(sc, true)
+	now := s.clock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.advance(now)
+	st.observe(obs, now)
+	return nil
+}
+
+// Block implements Store.
+func (s *MemoryStore) Block(ctx context.Context, sc Scope, b Block) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.Until.IsZero() {
+		return fmt.Errorf("%w: block without Until", ErrInvalidRequest)
+	}
+	if b.Credential {
+		key := sc.CredentialKey()
+		s.mu.Lock()
+		if cur, ok := s.creds[key]; !ok || b.Until.After(cur.Until) {
+			s.creds[key] = b
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	st := s.scope(sc, true)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if b.Until.After(st.block.Until) {
+		st.block = b
+	}
+	return nil
+}
+
+// Snapshot implements Store.
+func (s *MemoryStore) Snapshot(ctx context.Context, sc Scope) (Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	now := s.clock()
+	snap := Snapshot{Scope: sc, Now: now}
+	if cb, ok := s.credBlock(sc, now); ok {
+		snap.Blocks = append(snap.Blocks, cb)
+	}
+	st := s.scope(sc, false)
+	if st == nil {
+		return snap, nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.advance(now)
+	return st.snapshot(snap, now), nil
+}
+
+// AddFailure implements Store.
+func (s *MemoryStore) AddFailure(ctx context.Context, sc Scope, call string, ttl time.Duration) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if call == "" || ttl <= 0 {
+		return 0, fmt.Errorf("%w: AddFailure needs a call and a positive ttl", ErrInvalidRequest)
+	}
+	st := s.scope(sc, true)
+	now := s.clock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	f := st.failures[call]
+	if !now.Before(f.expires) {
+		f.count = 0
+	}
+	f.count++
+	f.expires = now.Add(ttl)
+	st.failures[call] = f
+	if len(st.failures) > 1024 && len(st.failures)%1024 == 0 {
+		for c, g := range st.failures {
+			if !now.Before(g.expires) {
+				delete(st.failures, c)
+			}
+		}
+	}
+	return f.count, nil
+}
+
+// Released implements Notifier.
+func (s *MemoryStore) Released(sc Scope) (<-chan struct{}, func()) {
+	st := s.scope(sc, true)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.notify == nil {
+		st.notify = make(chan struct{})
+	}
+	return st.notify, func() {}
+}
+
+func (r Request) validate() error {
+	if err := r.Scope.Validate(); err != nil {
+		return err
+	}
+	if r.Call == "" {
+		return fmt.Errorf("%w: Call is empty", ErrInvalidRequest)
+	}
+	if r.Attempt < 1 {
+		return fmt.Errorf("%w: Attempt is %d; want >= 1", ErrInvalidRequest, r.Attempt)
+	}
+	for d, c := range r.Charges {
+		if c < 0 {
+			return fmt.Errorf("%w: negative charge %d in %s", ErrInvalidRequest, c, Dimension(d))
+		}
+	}
+	if r.TTL < 0 {
+		return fmt.Errorf("%w: TTL is %v", ErrInvalidRequest, r.TTL)
+	}
+	return r.Limits.Validate()
+}

@@ -1,0 +1,14 @@
+package capacity_test
+
+import (
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/storetest"
+)
+
+func TestMemoryStoreContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) capacity.Store {
+		return capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now})
+	})
+}

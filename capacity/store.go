@@ -1,0 +1,292 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store holds the shared budgets of quota scopes and decides admission. Every
+// method is atomic with respect to the others on the same scope, so any number
+// of goroutines (and, for a shared store, processes) may call it at once.
+//
+// A Store knows nothing of providers' accounting: callers turn demands into
+// Charges with a Profile. The limits of a scope travel with each Reserve; the
+// store keeps the latest, lowered by what providers report through Observe.
+type Store interface {
+	// Reserve asks for req.Charges on req.Scope, all-or-nothing over every
+	// dimension. A grant is a Lease. A denial says which dimension binds and
+	// when the demand would fit, and with req.Book set it books that future
+	// capacity as a ticket: the same Call presenting itself at RetryAt is
+	// granted without competing again. Reserving the same (Call, Attempt)
+	// twice returns the same lease and charges once; a higher Attempt of the
+	// same Call releases the earlier attempt's lease (its tokens stay spent).
+	// A demand larger than a budget's whole capacity returns a
+	// *DemandTooLargeError and is never queued.
+	Reserve(ctx context.Context, req Request) (Reservation, error)
+	// Settle ends a lease with its final charges (see Profile.Settle): the
+	// difference from the reservation is refunded (bounded by capacity) or
+	// becomes debt; the in-flight slot is freed. Settling a lease the store no
+	// longer holds (expired) applies only the debt.
+	Settle(ctx context.Context, lease Lease, final Charges) error
+	// Release ends a lease whose call never reached the provider: every
+	// charge is refunded and the slot freed. Releasing an unknown lease, or a
+	// ticket before its time, is a no-op or a refund respectively.
+	Release(ctx context.Context, lease Lease) error
+	// Renew extends a live lease to now + ttl. It returns ErrLeaseNotFound if
+	// the lease expired and was reclaimed.
+	Renew(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
+	// Observe corrects the scope's budget from what the provider reported.
+	// The level of each reported dimension becomes at most the reported
+	// remaining minus what was granted after obs.Mark; a reported limit below
+	// the configured one lowers it. A reset value never changes a rate.
+	Observe(ctx context.Context, scope Scope, obs Observation) error
+	// Block makes the scope (or, with b.Credential, every scope on its
+	// credential) unusable until b.Until. A later block never shortens an
+	// earlier one.
+	Block(ctx context.Context, scope Scope, b Block) error
+	// Snapshot returns the scope's levels, leases, tickets and blocks.
+	Snapshot(ctx context.Context, scope Scope) (Snapshot, error)
+	// AddFailure records one real failure of call (never a rate-limit wait)
+	// and returns the call's failure count, shared by every worker. A count
+	// is forgotten ttl after its last failure.
+	AddFailure(ctx context.Context, scope Scope, call string, ttl time.Duration) (int, error)
+}
+
+// Notifier is implemented by stores that announce freed capacity, so waiters
+// wake on a release instead of polling.
+type Notifier interface {
+	// Released returns a channel that is closed at the next settle or release
+	// on scope (or when stop is called). Call stop when done waiting.
+	Released(scope Scope) (ch <-chan struct{}, stop func())
+}
+
+// Class is the priority class of a call. Interactive work is protected from
+// bulk work; class rules are applied by stores that support them.
+type Class int8
+
+const (
+	// Standard is the default class.
+	Standard Class = iota
+	// Interactive is a user waiting for the answer.
+	Interactive
+	// Bulk is batch work that may wait.
+	Bulk
+)
+
+func (c Class) String() string {
+	switch c {
+	case Standard:
+		return "standard"
+	case Interactive:
+		return "interactive"
+	case Bulk:
+		return "bulk"
+	}
+	return "class(" + string(rune('0'+c)) + ")"
+}
+
+// Request is one admission request.
+type Request struct {
+	// Scope is the quota scope; Limits its budgets.
+	Scope  Scope
+	Limits Limits
+	// Call identifies the call across attempts (for an activity: namespace,
+	// workflow id, run id, activity id). Tickets are booked under Call.
+	Call string
+	// Attempt is the attempt number (1-based). The lease id is Call#Attempt.
+	Attempt int
+	// Charges is what the call costs in each dimension (Profile.Charges).
+	Charges Charges
+	// Class and Deadline rank and bound the call. A call whose demand cannot
+	// fit before Deadline is refused (DenyDeadline) without being booked.
+	Class    Class
+	Deadline time.Time
+	// TTL is the lease lifetime before it must be renewed. If zero,
+	// DefaultLeaseTTL.
+	TTL time.Duration
+	// Book asks the store to book future capacity on denial (a ticket).
+	Book bool
+}
+
+// DefaultLeaseTTL is the lease lifetime when Request.TTL is zero.
+const DefaultLeaseTTL = time.Minute
+
+// LeaseID returns the id of the lease this request asks for.
+func (r Request) LeaseID() string { return LeaseID(r.Call, r.Attempt) }
+
+// LeaseID returns the lease id of attempt of call.
+func LeaseID(call string, attempt int) string {
+	return call + "#" + itoa(attempt)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// Mark is a point in a scope's grant history: the cumulative charges granted
+// per dimension when a lease was granted. Observe uses it to discount what was
+// granted after the observed request left.
+type Mark struct {
+	Valid   bool
+	Granted [NumDimensions]float64
+}
+
+// Lease is a granted reservation, held while the call is in flight.
+type Lease struct {
+	ID      string
+	Call    string
+	Attempt int
+	Scope   Scope
+	Charges Charges
+	Class   Class
+	// GrantedAt and Expires are in the store's clock.
+	GrantedAt time.Time
+	Expires   time.Time
+	// Mark is the scope's grant history at this grant; pass it in
+	// Observation.Mark when observing this call's response headers.
+	Mark Mark
+}
+
+// DenyReason says why a Reserve was denied.
+type DenyReason int
+
+const (
+	// DenyCapacity: a budget has no room yet; it will at RetryAt.
+	DenyCapacity DenyReason = iota + 1
+	// DenyBlocked: the scope or its credential is blocked until RetryAt.
+	DenyBlocked
+	// DenyDeadline: the demand cannot fit before the request's deadline.
+	DenyDeadline
+	// DenyDailyQuota: a per-day budget is spent until RetryAt (its reset).
+	DenyDailyQuota
+	// DenyTicket: the call holds a ticket for RetryAt and came early.
+	DenyTicket
+)
+
+func (r DenyReason) String() string {
+	switch r {
+	case DenyCapacity:
+		return "capacity"
+	case DenyBlocked:
+		return "blocked"
+	case DenyDeadline:
+		return "deadline"
+	case DenyDailyQuota:
+		return "daily_quota"
+	case DenyTicket:
+		return "ticket"
+	}
+	return "none"
+}
+
+// Reservation is the answer to Reserve.
+type Reservation struct {
+	Granted bool
+	Lease   Lease // when Granted
+	// When denied:
+	Reason  DenyReason
+	Binding Dimension // the dimension that binds (DenyCapacity, DenyDailyQuota)
+	Block   Block     // the block in force (DenyBlocked)
+	// RetryAt is the earliest time the demand fits (or the ticket's time, or
+	// the block's end), in the store's clock. Zero if unknown.
+	RetryAt time.Time
+	// Booked reports that capacity is booked for Call at RetryAt.
+	Booked bool
+	// Now is the store's clock at the decision.
+	Now time.Time
+}
+
+// BlockReason says why a scope is blocked.
+type BlockReason int
+
+const (
+	// Cooldown after a provider 429: retry after retry-after.
+	Cooldown BlockReason = iota + 1
+	// QuotaExhausted until the quota resets.
+	QuotaExhausted
+	// CredentialDisabled: the provider refused the credential (401).
+	CredentialDisabled
+	// Overloaded: the provider is overloaded (breaker open).
+	Overloaded
+)
+
+func (r BlockReason) String() string {
+	switch r {
+	case Cooldown:
+		return "cooldown"
+	case QuotaExhausted:
+		return "quota_exhausted"
+	case CredentialDisabled:
+		return "credential_disabled"
+	case Overloaded:
+		return "overloaded"
+	}
+	return "none"
+}
+
+// Block makes a scope unusable until a time.
+type Block struct {
+	Reason BlockReason
+	Until  time.Time
+	// Credential blocks every scope on the same credential (Scope.CredentialKey).
+	Credential bool
+	// Detail is a short, secret-free note (a quota id, a provider code).
+	Detail string
+}
+
+// Snapshot is a point-in-time view of one scope, for metrics and the CLI.
+type Snapshot struct {
+	Scope  Scope
+	Now    time.Time
+	Limits Limits
+	// Level per dimension: bucket level (may be negative: debt and tickets),
+	// remaining daily allowance, or free in-flight slots.
+	Level  [NumDimensions]float64
+	Budget [NumDimensions]Budget
+	// DayResetAt is when the per-day counters reset next.
+	DayResetAt time.Time
+	Leases     []Lease
+	Tickets    []Ticket
+	Blocks     []Block
+}
+
+// Ticket is capacity booked for a denied call.
+type Ticket struct {
+	Call    string
+	Charges Charges
+	At      time.Time
+	Class   Class
+	Expires time.Time
+}
+
+// Errors callers branch on.
+var (
+	// ErrLeaseNotFound: the lease expired and was reclaimed, or never existed.
+	ErrLeaseNotFound = errors.New("capacity: lease not found")
+	// ErrStaleAttempt: a Reserve for an attempt older than the live one.
+	ErrStaleAttempt = errors.New("capacity: attempt older than the call's live lease")
+	// ErrInvalidRequest is returned (wrapped) for malformed requests.
+	ErrInvalidRequest = errors.New("capacity: invalid request")
+	// ErrStoreUnavailable is returned (wrapped) when a shared store cannot
+	// be reached; nothing was granted.
+	ErrStoreUnavailable = errors.New("capacity: store unavailable")
+)

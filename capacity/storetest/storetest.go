@@ -1,0 +1,110 @@
+// Package storetest is the contract test suite every capacity.Store
+// implementation runs. Time is under the suite's control: a store under test
+// must take its clock from the Clock the suite passes to the factory.
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// Factory returns a new, empty store whose clock is clock.Now. Each call must
+// return a store that shares no state with earlier ones (a fresh key prefix is
+// enough for a shared backend).
+type Factory func(t *testing.T, clock *Clock) capacity.Store
+
+// Run runs the contract suite against the stores newStore makes.
+func Run(t *testing.T, newStore Factory) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewClock()
+			h := &harness{t: t, clock: clock, store: newStore(t, clock), ctx: context.Background()}
+			tc.run(h)
+		})
+	}
+}
+
+type testCase struct {
+	name string
+	run  func(h *harness)
+}
+
+// harness holds one case's store and clock, with small helpers.
+type harness struct {
+	t     *testing.T
+	clock *Clock
+	store capacity.Store
+	ctx   context.Context
+	n     int
+}
+
+var testScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}
+
+// rpm returns limits with only requests/min set and margin 1, burst 5 s.
+func rpm(n int64) capacity.Limits {
+	return capacity.Limits{RequestsPerMinute: n, SafetyMargin: 1, Burst: 5 * time.Second}
+}
+
+// req returns a request for a new call on testScope costing c.
+func (h *harness) req(l capacity.Limits, c capacity.Charges) capacity.Request {
+	h.n++
+	return capacity.Request{Scope: testScope, Limits: l, Call: "call-" + itoa(h.n), Attempt: 1, Charges: c}
+}
+
+func itoa(n int) string { return capacity.LeaseID("", n)[1:] }
+
+func (h *harness) reserve(r capacity.Request) capacity.Reservation {
+	h.t.Helper()
+	res, err := h.store.Reserve(h.ctx, r)
+	require.NoError(h.t, err)
+	return res
+}
+
+func (h *harness) grant(r capacity.Request) capacity.Lease {
+	h.t.Helper()
+	res := h.reserve(r)
+	require.Truef(h.t, res.Granted, "want grant, got denial %s on %s until %v", res.Reason, res.Binding, res.RetryAt)
+	return res.Lease
+}
+
+func (h *harness) deny(r capacity.Request) capacity.Reservation {
+	h.t.Helper()
+	res := h.reserve(r)
+	require.False(h.t, res.Granted, "want denial, got grant")
+	return res
+}
+
+func (h *harness) snap(sc capacity.Scope) capacity.Snapshot {
+	h.t.Helper()
+	s, err := h.store.Snapshot(h.ctx, sc)
+	require.NoError(h.t, err)
+	return s
+}
+
+// level returns the scope's level in d.
+func (h *harness) level(d capacity.Dimension) float64 {
+	h.t.Helper()
+	return h.snap(testScope).Level[d]
+}
+
+func one() capacity.Charges {
+	var c capacity.Charges
+	c[capacity.Requests] = 1
+	c[capacity.RequestsPerDay] = 1
+	c[capacity.InFlight] = 1
+	return c
+}
+
+func tokens(in, out int64) capacity.Charges {
+	c := one()
+	c[capacity.InputTokens] = in
+	c[capacity.OutputTokens] = out
+	c[capacity.Tokens] = in + out
+	c[capacity.TokensPerDay] = in + out
+	return c
+}

@@ -1,0 +1,88 @@
+package capacity
+
+import (
+	"context"
+	"time"
+)
+
+// minSleep bounds how often Wait re-asks a store whose answer says "now".
+const minSleep = time.Millisecond
+
+// WaitOptions configures Wait.
+type WaitOptions struct {
+	// MaxWait bounds the total time Wait may wait. If the next chance lies
+	// beyond it, Wait returns the denial instead of waiting. Zero means no
+	// bound but the context.
+	MaxWait time.Duration
+	// Clock measures elapsed time and makes timers. If nil, SystemClock.
+	Clock Clock
+	// OnDenied, if set, is called with each denial before Wait sleeps (for
+	// example to heartbeat an activity).
+	OnDenied func(Reservation)
+}
+
+// Wait reserves req on s, waiting while it is denied, until it is granted,
+// the context ends, or the next chance lies beyond opts.MaxWait.
+//
+// It sleeps until the store's computed RetryAt, or until the store (if it is a
+// Notifier) announces released capacity, whichever is first; it never polls.
+// With req.Book, the first denial books a ticket and the wait ends at the
+// ticket's time. A deadline refusal (DenyDeadline) returns at once.
+//
+// It returns the granted Reservation; or the last denial, with a nil error,
+// when waiting would exceed MaxWait (a booked ticket is kept for the caller's
+// retry); or ctx.Err() when the context ends first, after releasing any
+// ticket it booked.
+func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservation, error) {
+	clk := opts.Clock
+	if clk == nil {
+		clk = SystemClock{}
+	}
+	start := clk.Now()
+	notifier, _ := s.(Notifier)
+	booked := false
+	for {
+		var released <-chan struct{}
+		stop := func() {}
+		if notifier != nil {
+			released, stop = notifier.Released(req.Scope)
+		}
+		r, err := s.Reserve(ctx, req)
+		if err != nil || r.Granted {
+			stop()
+			return r, err
+		}
+		booked = booked || r.Booked
+		if r.Reason == DenyDeadline {
+			stop()
+			return r, nil
+		}
+		d := minSleep
+		if !r.RetryAt.IsZero() {
+			d = max(r.RetryAt.Sub(r.Now), minSleep)
+		}
+		if opts.MaxWait > 0 && clk.Now().Sub(start)+d > opts.MaxWait {
+			stop()
+			return r, nil
+		}
+		if opts.OnDenied != nil {
+			opts.OnDenied(r)
+		}
+		t := clk.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			stop()
+			if booked {
+				// Give the booked capacity back; ignore errors: the ticket
+				// lapses by itself.
+				_ = s.Release(context.WithoutCancel(ctx), Lease{Scope: req.Scope, Call: req.Call})
+			}
+			return Reservation{}, ctx.Err()
+		case <-t.C():
+		case <-released:
+			t.Stop()
+		}
+		stop()
+	}
+}
