@@ -137,7 +137,53 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 		deny.Reason, deny.Block, deny.RetryAt = DenyBlocked, cb, cb.Until
 		return deny, nil
 	}
+	// A half-open block that has run out lets exactly one call through.
+	probe, undo := s.claimProbe(st, now)
+	res, err := s.admit(st, req, now, ttl)
+	if probe {
+		if res.Granted {
+			res.Probe = true
+		} else {
+			undo()
+		}
+	}
+	return res, err
+}
 
+// claimProbe claims the probe of the scope's (and its credential's) due
+// half-open blocks, holding others off for HalfOpen; undo gives it back.
+// It requires st.mu.
+func (s *MemoryStore) claimProbe(st *memScope, now time.Time) (bool, func()) {
+	var undos []func()
+	if b := st.block; b.HalfOpen > 0 && !b.Until.After(now) {
+		st.block.Until = now.Add(b.HalfOpen)
+		undos = append(undos, func() { st.block = b })
+	}
+	key := st.scope.CredentialKey()
+	s.mu.Lock()
+	if b, ok := s.creds[key]; ok && b.HalfOpen > 0 && !b.Until.After(now) {
+		claimed := b
+		claimed.Until = now.Add(b.HalfOpen)
+		s.creds[key] = claimed
+		undos = append(undos, func() {
+			s.mu.Lock()
+			if cur, ok := s.creds[key]; ok && cur == claimed {
+				s.creds[key] = b
+			}
+			s.mu.Unlock()
+		})
+	}
+	s.mu.Unlock()
+	return len(undos) > 0, func() {
+		for _, u := range undos {
+			u()
+		}
+	}
+}
+
+// admit decides a request that no block stops. It requires st.mu.
+func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.Duration) (Reservation, error) {
+	deny := Reservation{Now: now}
 	// A call holding a ticket claims it at its time without competing again.
 	if tk, ok := st.tickets[req.Call]; ok {
 		if now.Before(tk.At) {
@@ -317,6 +363,25 @@ func (s *MemoryStore) Block(ctx context.Context, sc Scope, b Block) error {
 	defer st.mu.Unlock()
 	if b.Until.After(st.block.Until) {
 		st.block = b
+	}
+	return nil
+}
+
+// Unblock implements Store.
+func (s *MemoryStore) Unblock(ctx context.Context, sc Scope, credential bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if credential {
+		s.mu.Lock()
+		delete(s.creds, sc.CredentialKey())
+		s.mu.Unlock()
+		return nil
+	}
+	if st := s.scope(sc, false); st != nil {
+		st.mu.Lock()
+		st.block = Block{}
+		st.mu.Unlock()
 	}
 	return nil
 }

@@ -43,8 +43,14 @@ type Store interface {
 	Observe(ctx context.Context, scope Scope, obs Observation) error
 	// Block makes the scope (or, with b.Credential, every scope on its
 	// credential) unusable until b.Until. A later block never shortens an
-	// earlier one.
+	// earlier one. With b.HalfOpen, the block does not simply end at Until:
+	// the next call granted after it is a probe (Reservation.Probe) and the
+	// block holds everyone else for HalfOpen more, until the probe's caller
+	// lifts it with Unblock or blocks again.
 	Block(ctx context.Context, scope Scope, b Block) error
+	// Unblock lifts the scope's block (or, with credential, the block of its
+	// credential).
+	Unblock(ctx context.Context, scope Scope, credential bool) error
 	// Snapshot returns the scope's levels, leases, tickets and blocks.
 	Snapshot(ctx context.Context, scope Scope) (Snapshot, error)
 	// AddFailure records one real failure of call (never a rate-limit wait)
@@ -211,6 +217,9 @@ type Reservation struct {
 	RetryAt time.Time
 	// Booked reports that capacity is booked for Call at RetryAt.
 	Booked bool
+	// Probe reports that this grant is the single probe of a half-open
+	// block: its caller must Unblock on success or Block again on failure.
+	Probe bool
 	// Now is the store's clock at the decision.
 	Now time.Time
 }
@@ -251,6 +260,9 @@ type Block struct {
 	Credential bool
 	// Detail is a short, secret-free note (a quota id, a provider code).
 	Detail string
+	// HalfOpen, if positive, makes the block end with a single probe: see
+	// Store.Block.
+	HalfOpen time.Duration
 }
 
 // Snapshot is a point-in-time view of one scope, for metrics and the CLI.

@@ -90,6 +90,56 @@ var blockCases = []testCase{
 	}},
 }
 
+var halfOpenCases = []testCase{
+	{"HalfOpenBlockLetsOneProbeThrough", func(h *harness) {
+		l := rpm(60)
+		sibling := testScope
+		sibling.LimitGroup = "gpt-4o-mini"
+		until := h.clock.Now().Add(time.Minute)
+		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.CredentialDisabled, Until: until, Credential: true, HalfOpen: 10 * time.Second}))
+		h.deny(h.req(l, one()))
+		h.clock.Set(until)
+		r := h.req(l, one())
+		r.Scope = sibling
+		res := h.reserve(r)
+		require.True(h.t, res.Granted)
+		assert.True(h.t, res.Probe, "the first call after the block is the probe")
+		res = h.deny(h.req(l, one()))
+		assert.Equal(h.t, capacity.DenyBlocked, res.Reason, "others wait for the probe")
+		assert.True(h.t, res.RetryAt.Equal(until.Add(10*time.Second)))
+		// The probe failed: block again; then a later probe succeeds.
+		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.CredentialDisabled, Until: h.clock.Now().Add(time.Minute), Credential: true, HalfOpen: 10 * time.Second}))
+		h.clock.Advance(time.Minute)
+		res = h.reserve(h.req(l, one()))
+		require.True(h.t, res.Granted)
+		require.True(h.t, res.Probe)
+		require.NoError(h.t, h.store.Unblock(h.ctx, testScope, true))
+		res = h.reserve(h.req(l, one()))
+		assert.True(h.t, res.Granted)
+		assert.False(h.t, res.Probe)
+	}},
+	{"DeniedProbeIsGivenBack", func(h *harness) {
+		l := rpm(60)
+		for range 5 {
+			h.grant(h.req(l, one()))
+		}
+		until := h.clock.Now().Add(500 * time.Millisecond)
+		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.Overloaded, Until: until, HalfOpen: 30 * time.Second}))
+		h.clock.Set(until.Add(-time.Millisecond))
+		h.deny(h.req(l, one()))
+		h.clock.Set(until)
+		res := h.deny(h.req(l, one()))
+		assert.Equal(h.t, capacity.DenyCapacity, res.Reason, "no room yet: the probe is not spent")
+		h.clock.Advance(500 * time.Millisecond)
+		res = h.reserve(h.req(l, one()))
+		require.True(h.t, res.Granted)
+		assert.True(h.t, res.Probe)
+		require.NoError(h.t, h.store.Unblock(h.ctx, testScope, false))
+		h.clock.Advance(time.Second)
+		assert.False(h.t, h.reserve(h.req(l, one())).Probe)
+	}},
+}
+
 var inputCases = []testCase{
 	{"InvalidRequests", func(h *harness) {
 		good := h.req(rpm(60), one())
