@@ -156,14 +156,14 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 func (s *MemoryStore) claimProbe(st *memScope, now time.Time) (bool, func()) {
 	var undos []func()
 	if b := st.block; b.HalfOpen > 0 && !b.Until.After(now) {
-		st.block.Until = now.Add(b.HalfOpen)
+		st.block.Until, st.block.Probing = now.Add(b.HalfOpen), true
 		undos = append(undos, func() { st.block = b })
 	}
 	key := st.scope.CredentialKey()
 	s.mu.Lock()
 	if b, ok := s.creds[key]; ok && b.HalfOpen > 0 && !b.Until.After(now) {
 		claimed := b
-		claimed.Until = now.Add(b.HalfOpen)
+		claimed.Until, claimed.Probing = now.Add(b.HalfOpen), true
 		s.creds[key] = claimed
 		undos = append(undos, func() {
 			s.mu.Lock()

@@ -263,6 +263,9 @@ type Block struct {
 	// HalfOpen, if positive, makes the block end with a single probe: see
 	// Store.Block.
 	HalfOpen time.Duration
+	// Probing is set by the store while a half-open block's probe is out:
+	// the others should wait for it (until Until), not give up.
+	Probing bool
 }
 
 // Snapshot is a point-in-time view of one scope, for metrics and the CLI.

@@ -106,6 +106,7 @@ var halfOpenCases = []testCase{
 		assert.True(h.t, res.Probe, "the first call after the block is the probe")
 		res = h.deny(h.req(l, one()))
 		assert.Equal(h.t, capacity.DenyBlocked, res.Reason, "others wait for the probe")
+		assert.True(h.t, res.Block.Probing)
 		assert.True(h.t, res.RetryAt.Equal(until.Add(10*time.Second)))
 		// The probe failed: block again; then a later probe succeeds.
 		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.CredentialDisabled, Until: h.clock.Now().Add(time.Minute), Credential: true, HalfOpen: 10 * time.Second}))
