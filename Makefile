@@ -19,7 +19,7 @@ export TOLLGATE_TEMPORAL_CLI ?= $(GOBIN)/temporal
 all: test
 
 ## test: lint, then every test with the race detector (what CI runs).
-test: lint redis
+test: lint redis temporal
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 ## unit: tests without lint.

@@ -24,9 +24,9 @@ type memScope struct {
 	// the ticket's time always finds its charge there.
 	level   [numBuckets]float64
 	booked  [numBuckets]float64
-	last    time.Time           // time the levels were last refilled
-	dayUsed [2]float64          // RequestsPerDay, TokensPerDay
-	dayEnd  time.Time           // end of the current day window
+	last    time.Time  // time the levels were last refilled
+	dayUsed [2]float64 // RequestsPerDay, TokensPerDay
+	dayEnd  time.Time  // end of the current day window
 	granted [NumDimensions]float64
 
 	leases   map[string]Lease  // live lease by Call

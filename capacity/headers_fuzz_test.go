@@ -1,0 +1,97 @@
+package capacity
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// headerText renders h as "key: value" lines, the fuzz corpus format.
+func headerText(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + ": " + m[k] + "\n")
+	}
+	return b.String()
+}
+
+// parseHeaderText is the inverse of headerText for arbitrary input.
+func parseHeaderText(s string) http.Header {
+	h := http.Header{}
+	for line := range strings.SplitSeq(s, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	return h
+}
+
+// FuzzParseHeaders checks that arbitrary headers never panic and that every
+// reported field is within its contract.
+func FuzzParseHeaders(f *testing.F) {
+	for _, fc := range loadHeaderFixtures(f) {
+		f.Add(string(fc.Provider), headerText(fc.Headers), int64(0))
+	}
+	f.Add("anthropic", "retry-after: Thu, 15 Oct 2026 12:00:30 GMT\nretry-after-ms: 1.5", int64(-1))
+	f.Add("unknown", "x-ratelimit-reset-requests: 1d2h\nanthropic-ratelimit-tokens-reset: 2026-10-15T12:00:00.5Z", int64(3600))
+	f.Fuzz(func(t *testing.T, provider, text string, skew int64) {
+		now := fixtureTime.Add(time.Duration(skew) * time.Second)
+		obs := ParseHeaders(Provider(provider), parseHeaderText(text), now)
+		for dim, d := range obs.Dims {
+			if d.HasLimit && d.Limit <= 0 {
+				t.Fatalf("%v: limit %d reported", Dimension(dim), d.Limit)
+			}
+			if d.HasRemaining && d.Remaining < 0 {
+				t.Fatalf("%v: remaining %d reported", Dimension(dim), d.Remaining)
+			}
+			if d.HasReset != (d.ResetIn > 0) {
+				t.Fatalf("%v: reset %v (has %v)", Dimension(dim), d.ResetIn, d.HasReset)
+			}
+			if !d.HasLimit && d.Limit != 0 || !d.HasRemaining && d.Remaining != 0 {
+				t.Fatalf("%v: value without flag: %+v", Dimension(dim), d)
+			}
+		}
+		if obs.RetryAfter < 0 {
+			t.Fatalf("negative retry-after %v", obs.RetryAfter)
+		}
+		if obs.Provider != Provider(provider) {
+			t.Fatalf("provider %q, want %q", obs.Provider, provider)
+		}
+	})
+}
+
+// FuzzParseDuration checks ParseDuration against time.ParseDuration on the
+// inputs both accept.
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"12ms", "57.5s", "6m0s", "23h47m36.648s", "1s", "2d", ".5s", "1.s", "9223372036s", "5µs"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := ParseDuration(s)
+		if !ok {
+			if got != 0 {
+				t.Fatalf("ParseDuration(%q) = %v, false", s, got)
+			}
+			return
+		}
+		if got < 0 {
+			t.Fatalf("ParseDuration(%q) = %v", s, got)
+		}
+		if strings.Contains(s, "d") || got > 1<<62 {
+			return
+		}
+		want, err := time.ParseDuration(s)
+		if err != nil || want != got {
+			t.Fatalf("ParseDuration(%q) = %v; time.ParseDuration = %v, %v", s, got, want, err)
+		}
+	})
+}

@@ -1,0 +1,206 @@
+package errors
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// decide classifies a failed response from its evidence, strongest first:
+// structured fields (status, code, type, Google details, headers), then the
+// message. now is the caller's clock; waits stated as times are read
+// relative to the response's date header.
+func (c Classifier) decide(p capacity.Provider, ev *evidence, now time.Time) Verdict {
+	if p == "" {
+		p = ev.sdk
+	}
+	v := Verdict{Provider: p, Status: ev.status, Code: sanitizeToken(ev.providerCode())}
+	v.Observation = capacity.ParseHeaders(p, ev.header, now)
+	ref := now
+	if !v.Observation.Date.IsZero() {
+		ref = v.Observation.Date
+	}
+	scan := ev.message
+	if len(scan) > maxScanLen {
+		scan = scan[:maxScanLen]
+	}
+	msg := strings.ToLower(scan)
+	v.Message = sanitizeMessage(ev.message)
+
+	v.Class, v.Reason = structuredClass(ev, msg)
+	if v.Class == RateLimited {
+		c.rateLimit(&v, ev, msg)
+	} else {
+		v.RetryAfter = providerWait(&v, ev, msg)
+	}
+	if v.Class == QuotaExhausted && v.Reason != ReasonBilling {
+		c.quotaReset(&v, ref, now)
+	}
+	v.Retryable = v.Class.Retryable()
+	return v
+}
+
+// structuredClass picks the class from the structured fields, consulting the
+// message only where they leave the question open. RateLimited is refined by
+// rateLimit.
+func structuredClass(ev *evidence, msg string) (Class, Reason) {
+	code, typ, st := ev.code, ev.typ, ev.gstatus
+	switch {
+	case isBadKeyReason(ev.google.reason):
+		return BadCredential, ""
+	case ev.status == http.StatusUnauthorized, typ == "authentication_error",
+		code == "invalid_api_key", code == "invalid_authentication", st == "UNAUTHENTICATED":
+		return BadCredential, ""
+	case ev.status == http.StatusPaymentRequired, typ == "billing_error", typ == "insufficient_quota",
+		code == "insufficient_quota", code == "billing_hard_limit_reached", code == "billing_not_active":
+		return QuotaExhausted, ReasonBilling
+	case ev.status == http.StatusForbidden, typ == "permission_error", st == "PERMISSION_DENIED":
+		return NoAccess, ""
+	case ev.status == http.StatusNotFound, typ == "not_found_error", code == "model_not_found", st == "NOT_FOUND":
+		return NoAccess, ""
+	case ev.status == http.StatusRequestEntityTooLarge, typ == "request_too_large":
+		return ContextTooLong, ReasonRequestTooLarge
+	case code == "context_length_exceeded", code == "string_above_max_length":
+		return ContextTooLong, ReasonContextLength
+	case ev.status == 529, typ == "overloaded_error":
+		return Overloaded, ""
+	case ev.status == http.StatusTooManyRequests, typ == "rate_limit_error",
+		code == "rate_limit_exceeded", st == "RESOURCE_EXHAUSTED":
+		return RateLimited, ""
+	case ev.status == http.StatusRequestTimeout, ev.status == http.StatusConflict,
+		typ == "timeout_error", st == "DEADLINE_EXCEEDED", st == "ABORTED":
+		return Transient, ""
+	case ev.status >= 500, typ == "api_error", typ == "server_error", st == "UNAVAILABLE", st == "INTERNAL":
+		if saysOverloaded(msg) {
+			return Overloaded, ""
+		}
+		return Transient, ""
+	case ev.status >= 400, typ == "invalid_request_error", st == "INVALID_ARGUMENT", st == "FAILED_PRECONDITION":
+		switch {
+		case saysContextTooLong(msg):
+			return ContextTooLong, ReasonContextLength
+		case saysBilling(msg):
+			return QuotaExhausted, ReasonBilling
+		case strings.Contains(msg, "location is not supported"):
+			return NoAccess, ""
+		}
+		return BadRequest, ""
+	}
+	return Unknown, ""
+}
+
+// rateLimit refines a rate-limit verdict: the binding dimension and quota,
+// the wait, and whether it is really exhaustion (a daily quota, a wait past
+// MaxRateLimitWait) or a request no wait can admit.
+func (c Classifier) rateLimit(v *Verdict, ev *evidence, msg string) {
+	if saysRequestTooLarge(msg) {
+		// The one documented case where the message overrides the
+		// structured fields: the request exceeds the whole bucket.
+		v.Class, v.Reason = ContextTooLong, ReasonExceedsRateLimitBucket
+		v.Limit, _ = messageNumber(msg, "limit ")
+		v.Requested, _ = messageNumber(msg, "requested ")
+		v.Dimension, v.HasDimension = rateLimitDimension(v, ev, msg)
+		return
+	}
+	daily := false
+	if q := ev.google.quota; q.id != "" {
+		v.QuotaID = q.id
+		daily = q.window == windowDay
+		v.Dimension, v.HasDimension = q.dim, q.hasDim
+	}
+	if !v.HasDimension {
+		v.Dimension, v.HasDimension = rateLimitDimension(v, ev, msg)
+	}
+	v.Limit, _ = messageNumber(msg, "limit ")
+	v.Requested, _ = messageNumber(msg, "requested ")
+	v.RetryAfter = providerWait(v, ev, msg)
+	switch {
+	case daily || v.HasDimension && v.Dimension.PerDay():
+		v.Class, v.Reason = QuotaExhausted, ReasonDailyQuota
+	case v.RetryAfter > c.maxRateLimitWait():
+		v.Class, v.Reason = QuotaExhausted, ReasonWaitExceedsBound
+	}
+}
+
+// rateLimitDimension finds the binding budget of a rate limit: OpenAI's
+// error.type ("tokens", "requests"), else the dimension the headers report
+// spent (remaining 0; the latest reset if several), else the message. A
+// message naming a daily budget of the same kind refines a per-minute one.
+func rateLimitDimension(v *Verdict, ev *evidence, msg string) (capacity.Dimension, bool) {
+	d, ok := capacity.Dimension(0), false
+	switch ev.typ {
+	case "tokens":
+		d, ok = capacity.Tokens, true
+	case "requests":
+		d, ok = capacity.Requests, true
+	case "input_tokens":
+		d, ok = capacity.InputTokens, true
+	case "output_tokens":
+		d, ok = capacity.OutputTokens, true
+	}
+	if !ok {
+		d, ok = spentDimension(&v.Observation)
+	}
+	if !ok {
+		return messageDimension(msg)
+	}
+	if saysPerDay(msg) {
+		switch d {
+		case capacity.Requests:
+			d = capacity.RequestsPerDay
+		case capacity.Tokens, capacity.InputTokens, capacity.OutputTokens:
+			d = capacity.TokensPerDay
+		}
+	}
+	return d, true
+}
+
+// spentDimension returns the dimension whose headers report nothing
+// remaining; of several, the one that resets last binds longest.
+func spentDimension(obs *capacity.Observation) (capacity.Dimension, bool) {
+	best, found := capacity.Dimension(0), false
+	for i, d := range obs.Dims {
+		if !d.HasRemaining || d.Remaining != 0 {
+			continue
+		}
+		if !found || d.ResetIn > obs.Dims[best].ResetIn {
+			best, found = capacity.Dimension(i), true
+		}
+	}
+	return best, found
+}
+
+// providerWait is the wait the provider asked for, strongest evidence first:
+// retry-after-ms, retry-after, the binding dimension's reset header, Gemini's
+// RetryInfo.retryDelay, the message's "try again in". Zero if none.
+func providerWait(v *Verdict, ev *evidence, msg string) time.Duration {
+	if w := v.Observation.RetryAfter; w > 0 {
+		return w
+	}
+	if v.HasDimension && int(v.Dimension) < len(v.Observation.Dims) {
+		if d := v.Observation.Dims[v.Dimension]; d.HasReset && d.ResetIn > 0 {
+			return d.ResetIn
+		}
+	}
+	if w := ev.google.retryDelay; w > 0 {
+		return w
+	}
+	if w, ok := messageWait(msg); ok {
+		return w
+	}
+	return 0
+}
+
+// quotaReset sets ResetAt of an exhausted quota: now plus the provider's
+// wait, or for a Gemini daily quota without one, its next daily reset.
+func (c Classifier) quotaReset(v *Verdict, ref, now time.Time) {
+	wait := v.RetryAfter
+	if wait <= 0 && v.Reason == ReasonDailyQuota && v.Provider == capacity.Gemini {
+		wait = c.geminiDayReset().Next(ref).Sub(ref)
+	}
+	if wait > 0 {
+		v.ResetAt = now.Add(wait)
+	}
+}

@@ -1,0 +1,120 @@
+package errors
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// Reason refines a class with what exactly was exceeded or refused.
+type Reason string
+
+// Reasons a Verdict may carry; empty when the class says it all.
+const (
+	// ReasonBilling: a billing quota or credit balance is spent; no reset
+	// time, a person must act.
+	ReasonBilling Reason = "billing"
+	// ReasonDailyQuota: a per-day quota is spent until Verdict.ResetAt.
+	ReasonDailyQuota Reason = "daily_quota"
+	// ReasonWaitExceedsBound: a rate limit asked for a wait longer than
+	// Classifier.MaxRateLimitWait, so it is treated as exhaustion.
+	ReasonWaitExceedsBound Reason = "wait_exceeds_bound"
+	// ReasonExceedsRateLimitBucket: one request is larger than a whole
+	// per-minute budget (OpenAI "Request too large"); waiting never helps.
+	ReasonExceedsRateLimitBucket Reason = "exceeds_rate_limit_bucket"
+	// ReasonContextLength: the input is longer than the model's context.
+	ReasonContextLength Reason = "context_length_exceeded"
+	// ReasonRequestTooLarge: the request body is larger than the API accepts
+	// (413).
+	ReasonRequestTooLarge Reason = "request_too_large"
+)
+
+// Verdict is the classification of one provider failure with the evidence
+// that decided it. Fields the evidence did not state are zero.
+type Verdict struct {
+	// Class is what the failure is; Retryable is Class.Retryable().
+	Class     Class
+	Retryable bool
+	// Reason refines Class (ReasonDailyQuota, ReasonBilling, ...).
+	Reason Reason
+	// Provider is the provider the failure came from.
+	Provider capacity.Provider
+	// Status is the HTTP status; zero for failures without a response.
+	Status int
+	// Code is the provider's own code: OpenAI error.code (else error.type),
+	// Anthropic error.type, Gemini ErrorInfo.reason (else error.status).
+	Code string
+	// QuotaID is Gemini's QuotaFailure quotaId of the binding violation.
+	QuotaID string
+	// Dimension is the budget that binds, when HasDimension.
+	Dimension    capacity.Dimension
+	HasDimension bool
+	// RetryAfter is the wait the provider asked for, from the strongest
+	// evidence: retry-after-ms, retry-after, the binding dimension's reset
+	// header, Gemini's RetryInfo.retryDelay, the message's "try again in".
+	// Zero if none (zero and negative values count as absent).
+	RetryAfter time.Duration
+	// ResetAt is when an exhausted quota comes back, on the caller's clock
+	// (now plus the provider's wait, which is read relative to the
+	// response's date header). Zero if unknown.
+	ResetAt time.Time
+	// Limit and Requested are the budget and the request's size when the
+	// provider stated them (OpenAI "Limit 30000, Requested 31538").
+	Limit, Requested int64
+	// Message is the provider's message, masked and shortened (see
+	// MaskSecrets); safe for logs and workflow history.
+	Message string
+	// Observation is what the response's rate-limit headers said, for
+	// Store.Observe.
+	Observation capacity.Observation
+
+	// ctxErr is the context error of a Canceled verdict.
+	ctxErr error
+}
+
+// Dim returns the binding dimension, if known.
+func (v Verdict) Dim() (capacity.Dimension, bool) { return v.Dimension, v.HasDimension }
+
+// String returns a one-line, secret-free summary, the message of the
+// ApplicationError built from v.
+func (v Verdict) String() string {
+	var b strings.Builder
+	b.WriteString("tollgate: ")
+	if v.Provider != "" {
+		b.WriteString(string(v.Provider))
+		b.WriteByte(' ')
+	}
+	b.WriteString(v.Class.String())
+	var parts []string
+	if v.Status != 0 {
+		parts = append(parts, "HTTP "+strconv.Itoa(v.Status))
+	}
+	if v.Code != "" {
+		parts = append(parts, sanitizeToken(v.Code))
+	}
+	if v.Reason != "" && string(v.Reason) != v.Code {
+		parts = append(parts, string(v.Reason))
+	}
+	if v.HasDimension {
+		parts = append(parts, v.Dimension.String())
+	}
+	if v.QuotaID != "" {
+		parts = append(parts, "quota "+sanitizeToken(v.QuotaID))
+	}
+	if v.RetryAfter > 0 {
+		parts = append(parts, "retry after "+v.RetryAfter.String())
+	}
+	if !v.ResetAt.IsZero() {
+		parts = append(parts, "resets "+v.ResetAt.UTC().Format(time.RFC3339))
+	}
+	if len(parts) > 0 {
+		b.WriteString(" (" + strings.Join(parts, ", ") + ")")
+	}
+	if v.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(v.Message)
+	}
+	return b.String()
+}
