@@ -1,0 +1,175 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/interceptor"
+)
+
+// AnthropicOptions configures the Anthropic activities.
+type AnthropicOptions struct {
+	// Credentials resolves credential scope names to API keys. Required.
+	Credentials Credentials
+	// BaseURL is the API's base URL. If empty, the SDK's default.
+	BaseURL string
+	// HTTPClient sends the requests. If nil, the SDK's default client.
+	HTTPClient *http.Client
+	// RequestTimeout bounds one request. If zero, only the activity's
+	// context bounds it.
+	RequestTimeout time.Duration
+}
+
+// Anthropic holds the Anthropic model-call activities.
+type Anthropic struct {
+	opts AnthropicOptions
+}
+
+// NewAnthropic returns the Anthropic activities.
+func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
+	if opts.Credentials == nil {
+		return nil, errors.New("activities: AnthropicOptions.Credentials is required")
+	}
+	if opts.RequestTimeout < 0 {
+		return nil, fmt.Errorf("activities: AnthropicOptions.RequestTimeout is %v; want >= 0", opts.RequestTimeout)
+	}
+	return &Anthropic{opts: opts}, nil
+}
+
+// AnthropicMessagesRequest is the input of Anthropic.Messages.
+type AnthropicMessagesRequest struct {
+	Model      string
+	Credential string
+	Region     string
+	System     string
+	Messages   []Message
+	// MaxTokens is max_tokens, thinking budget included. Required.
+	MaxTokens int64
+	// ThinkingBudget, if set, enables extended thinking with this budget.
+	ThinkingBudget int64
+	// ExpectedOutputTokens is the expected visible output; the reservation
+	// adds ThinkingBudget (thinking is output). If zero, MaxTokens is
+	// reserved.
+	ExpectedOutputTokens int64
+	// InputTokens overrides the estimate when set.
+	InputTokens int64
+	Temperature *float64
+	Class       capacity.Class
+}
+
+// TollgateCall implements interceptor.ModelCall. Output is reserved as the
+// expected output plus the thinking budget, else max_tokens; Anthropic meters
+// output as produced, so the reservation is settled to actual usage.
+func (r AnthropicMessagesRequest) TollgateCall() interceptor.Call {
+	in := r.InputTokens
+	if in <= 0 {
+		in = EstimateAnthropicTokens(r.System, r.Messages)
+	}
+	out := int64(0)
+	if r.ExpectedOutputTokens > 0 {
+		out = min(r.ExpectedOutputTokens+r.ThinkingBudget, r.MaxTokens)
+	}
+	return interceptor.Call{
+		Provider: capacity.Anthropic, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class,
+		Demand: capacity.Demand{InputTokens: in, OutputTokens: out, MaxTokens: r.MaxTokens},
+	}
+}
+
+func (r AnthropicMessagesRequest) validate() error {
+	switch {
+	case r.Model == "":
+		return errors.New("model is required")
+	case r.Credential == "":
+		return errors.New("credential (a credential scope name) is required")
+	case len(r.Messages) == 0:
+		return errors.New("messages are empty")
+	case r.MaxTokens <= 0:
+		return errors.New("max tokens are required")
+	case r.ThinkingBudget < 0 || (r.ThinkingBudget > 0 && r.ThinkingBudget >= r.MaxTokens):
+		return errors.New("the thinking budget must be below max tokens")
+	}
+	return nil
+}
+
+// Messages sends a Messages request with SDK retries off and returns its
+// text, usage and rate-limit headers. Errors are handled as OpenAI.Chat's.
+func (a *Anthropic) Messages(ctx context.Context, req AnthropicMessagesRequest) (Result, error) {
+	if err := req.validate(); err != nil {
+		return Result{}, notSent(ctx, badRequest("anthropic messages: "+err.Error()))
+	}
+	key, err := a.opts.Credentials.APIKey(ctx, req.Credential)
+	if err != nil {
+		return Result{}, notSent(ctx, misconfigured("anthropic messages: "+err.Error()))
+	}
+	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
+	if a.opts.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
+	}
+	if a.opts.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
+	}
+	if a.opts.RequestTimeout > 0 {
+		opts = append(opts, option.WithRequestTimeout(a.opts.RequestTimeout))
+	}
+	client := anthropic.NewClient(opts...)
+	params := anthropic.MessageNewParams{
+		Model:     anthropic.Model(req.Model),
+		MaxTokens: req.MaxTokens,
+		Messages:  anthropicMessages(req.Messages),
+	}
+	if req.System != "" {
+		params.System = []anthropic.TextBlockParam{{Text: req.System}}
+	}
+	if req.ThinkingBudget > 0 {
+		params.Thinking = anthropic.ThinkingConfigParamOfEnabled(req.ThinkingBudget)
+	}
+	if req.Temperature != nil {
+		params.Temperature = anthropic.Float(*req.Temperature)
+	}
+	var resp *http.Response
+	msg, err := client.Messages.New(ctx, params, option.WithResponseInto(&resp))
+	if err != nil {
+		return Result{}, providerError(ctx, capacity.Anthropic, err)
+	}
+	res := Result{
+		Model:        string(msg.Model),
+		FinishReason: string(msg.StopReason),
+		Usage: capacity.Usage{
+			InputTokens:              msg.Usage.InputTokens,
+			CacheReadInputTokens:     msg.Usage.CacheReadInputTokens,
+			CacheCreationInputTokens: msg.Usage.CacheCreationInputTokens,
+			OutputTokens:             msg.Usage.OutputTokens, // thinking included
+		},
+	}
+	if resp != nil {
+		res.Header = rateLimitHeaders(resp.Header)
+	}
+	var text strings.Builder
+	for _, b := range msg.Content {
+		if b.Type == "text" {
+			text.WriteString(b.Text)
+		}
+	}
+	res.Text = text.String()
+	return res, nil
+}
+
+func anthropicMessages(ms []Message) []anthropic.MessageParam {
+	out := make([]anthropic.MessageParam, 0, len(ms))
+	for _, m := range ms {
+		if m.Role == "assistant" {
+			out = append(out, anthropic.NewAssistantMessage(anthropic.NewTextBlock(m.Content)))
+			continue
+		}
+		out = append(out, anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content)))
+	}
+	return out
+}

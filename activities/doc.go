@@ -1,0 +1,20 @@
+// Package activities holds ready model-call activities on the official
+// provider SDKs — OpenAI chat completions (github.com/openai/openai-go/v3)
+// and Anthropic messages (github.com/anthropics/anthropic-sdk-go) — built on
+// the interceptor's contract: their inputs implement interceptor.ModelCall,
+// their Result implements interceptor.ModelResult.
+//
+// SDK retries are off (MaxRetries 0): Temporal's retry policy, shaped by the
+// gate, is the only retry loop. API keys are resolved on the worker from a
+// credential scope name (Credentials), so they never appear in activity
+// input or workflow history. Input tokens are counted with OpenAI's
+// tokenizer (tiktoken, offline) for OpenAI models and estimated for
+// Anthropic (3 bytes a token, erring high; settled to actual usage after
+// the call). Results carry the text, the usage and only the rate-limit
+// headers.
+//
+//	oa, _ := activities.NewOpenAI(activities.OpenAIOptions{Credentials: activities.EnvCredentials{Prefix: "OPENAI_API_KEY_"}})
+//	an, _ := activities.NewAnthropic(activities.AnthropicOptions{Credentials: activities.EnvCredentials{Prefix: "ANTHROPIC_API_KEY_"}})
+//	w.RegisterActivity(oa) // activity "Chat"
+//	w.RegisterActivity(an) // activity "Messages"
+package activities

@@ -1,0 +1,37 @@
+package activities
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	"github.com/tollgate-dev/tollgate/interceptor"
+)
+
+// providerError returns a provider failure: as the SDK produced it when the
+// gate runs the activity (the gate classifies it and needs its evidence),
+// else classified here into a secret-free ApplicationError, never wrapped.
+func providerError(ctx context.Context, p capacity.Provider, err error) error {
+	if interceptor.Gated(ctx) {
+		return err
+	}
+	return tgerrors.ActivityError(tgerrors.ClassifyContext(ctx, p, err, time.Now()), "")
+}
+
+// notSent tells the gate the request never left, so its reservation is
+// refunded, and returns err.
+func notSent(ctx context.Context, err error) error {
+	interceptor.SetReport(ctx, interceptor.Report{NotSent: true})
+	return err
+}
+
+func badRequest(msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, tgerrors.TypeBadRequest, nil)
+}
+
+func misconfigured(msg string) error {
+	return tgerrors.MisconfiguredError(msg)
+}

@@ -1,0 +1,164 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/interceptor"
+)
+
+// OpenAIOptions configures the OpenAI activities.
+type OpenAIOptions struct {
+	// Credentials resolves credential scope names to API keys. Required.
+	Credentials Credentials
+	// BaseURL is the API's base URL. If empty, the SDK's default
+	// (https://api.openai.com/v1); set it for proxies, Azure-compatible
+	// gateways or the testsuite's fake provider.
+	BaseURL string
+	// HTTPClient sends the requests. If nil, the SDK's default client.
+	HTTPClient *http.Client
+	// RequestTimeout bounds one request. If zero, only the activity's
+	// context bounds it.
+	RequestTimeout time.Duration
+}
+
+// OpenAI holds the OpenAI model-call activities. Register it with
+// worker.RegisterActivity; its methods are the activities.
+type OpenAI struct {
+	opts OpenAIOptions
+}
+
+// NewOpenAI returns the OpenAI activities.
+func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
+	if opts.Credentials == nil {
+		return nil, errors.New("activities: OpenAIOptions.Credentials is required")
+	}
+	if opts.RequestTimeout < 0 {
+		return nil, fmt.Errorf("activities: OpenAIOptions.RequestTimeout is %v; want >= 0", opts.RequestTimeout)
+	}
+	return &OpenAI{opts: opts}, nil
+}
+
+// OpenAIChatRequest is the input of OpenAI.Chat. It holds the credential
+// scope's name, never its key.
+type OpenAIChatRequest struct {
+	Model      string
+	Credential string
+	Region     string
+	Messages   []Message
+	// MaxTokens is max_completion_tokens (reasoning included). Required:
+	// OpenAI charges it against TPM at admission.
+	MaxTokens int64
+	// ExpectedOutputTokens is the expected completion length, for the
+	// output-tokens budget; if zero, MaxTokens.
+	ExpectedOutputTokens int64
+	// InputTokens overrides the tokenizer's count when set.
+	InputTokens int64
+	Temperature *float64
+	Class       capacity.Class
+}
+
+// TollgateCall implements interceptor.ModelCall.
+func (r OpenAIChatRequest) TollgateCall() interceptor.Call {
+	in := r.InputTokens
+	if in <= 0 {
+		in = EstimateOpenAITokens(r.Model, r.Messages)
+	}
+	return interceptor.Call{
+		Provider: capacity.OpenAI, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class,
+		Demand: capacity.Demand{InputTokens: in, OutputTokens: r.ExpectedOutputTokens, MaxTokens: r.MaxTokens},
+	}
+}
+
+func (r OpenAIChatRequest) validate() error {
+	switch {
+	case r.Model == "":
+		return errors.New("model is required")
+	case r.Credential == "":
+		return errors.New("credential (a credential scope name) is required")
+	case len(r.Messages) == 0:
+		return errors.New("messages are empty")
+	case r.MaxTokens <= 0:
+		return errors.New("max tokens are required: they bound the output and the token reservation")
+	}
+	return nil
+}
+
+// Chat sends a chat completion with SDK retries off (Temporal's retry
+// policy, shaped by the gate, is the only retry loop) and returns its text,
+// usage and rate-limit headers. Provider errors are returned as the SDK
+// produced them for the gate to classify; run ungated, they are classified
+// here and returned as secret-free ApplicationErrors.
+func (a *OpenAI) Chat(ctx context.Context, req OpenAIChatRequest) (Result, error) {
+	if err := req.validate(); err != nil {
+		return Result{}, notSent(ctx, badRequest("openai chat: "+err.Error()))
+	}
+	key, err := a.opts.Credentials.APIKey(ctx, req.Credential)
+	if err != nil {
+		return Result{}, notSent(ctx, misconfigured("openai chat: "+err.Error()))
+	}
+	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
+	if a.opts.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
+	}
+	if a.opts.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
+	}
+	if a.opts.RequestTimeout > 0 {
+		opts = append(opts, option.WithRequestTimeout(a.opts.RequestTimeout))
+	}
+	client := openai.NewClient(opts...)
+	params := openai.ChatCompletionNewParams{
+		Model:               req.Model,
+		Messages:            openAIMessages(req.Messages),
+		MaxCompletionTokens: openai.Int(req.MaxTokens),
+	}
+	if req.Temperature != nil {
+		params.Temperature = openai.Float(*req.Temperature)
+	}
+	var resp *http.Response
+	out, err := client.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
+	if err != nil {
+		return Result{}, providerError(ctx, capacity.OpenAI, err)
+	}
+	res := Result{
+		Model: out.Model,
+		Usage: capacity.Usage{
+			InputTokens:          out.Usage.PromptTokens - out.Usage.PromptTokensDetails.CachedTokens,
+			CacheReadInputTokens: out.Usage.PromptTokensDetails.CachedTokens,
+			OutputTokens:         out.Usage.CompletionTokens, // reasoning included
+		},
+	}
+	if resp != nil {
+		res.Header = rateLimitHeaders(resp.Header)
+	}
+	if len(out.Choices) > 0 {
+		res.Text = out.Choices[0].Message.Content
+		res.FinishReason = out.Choices[0].FinishReason
+	}
+	return res, nil
+}
+
+func openAIMessages(ms []Message) []openai.ChatCompletionMessageParamUnion {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(ms))
+	for _, m := range ms {
+		switch m.Role {
+		case "system":
+			out = append(out, openai.SystemMessage(m.Content))
+		case "developer":
+			out = append(out, openai.DeveloperMessage(m.Content))
+		case "assistant":
+			out = append(out, openai.AssistantMessage(m.Content))
+		default:
+			out = append(out, openai.UserMessage(m.Content))
+		}
+	}
+	return out
+}

@@ -1,0 +1,59 @@
+// Package interceptor is the Temporal worker plugin that gates every LLM
+// model-call activity on shared capacity.
+//
+//	plugin, err := interceptor.NewPlugin(interceptor.Options{
+//		Store:  store, // capacity.NewMemoryStore(...) or a redisstore.Store
+//		Limits: func(s capacity.Scope) (capacity.Limits, bool) { l, ok := limits[s.LimitGroup]; return l, ok },
+//	})
+//	w := worker.New(c, "llm", worker.Options{Plugins: []worker.Plugin{plugin}})
+//
+// # Which activities are gated
+//
+// An activity is a model call when its first argument implements ModelCall
+// (or when Options.Resolve says so). TollgateCall describes the call: its
+// provider, model, credential scope name (never a key), estimated Demand and
+// Class. Its result reports usage and response headers by implementing
+// ModelResult, or the activity calls SetReport — on failure too, and with
+// NotSent when the request never left, so the reservation is refunded. A
+// failed call returns the provider SDK's error as it is: the gate
+// classifies it.
+//
+// # What the gate does
+//
+// Before the call it reserves the call's charges in every dimension of its
+// scope. If the budget has room later, the activity waits in-process
+// (heartbeating) up to Options.MaxLocalWait; a longer wait returns a benign,
+// retryable tollgate.CapacityWait error whose NextRetryDelay is the time the
+// store booked for the call, so the worker slot is freed and the retry is
+// granted on arrival. After the call it settles the reservation with the
+// actual usage and corrects the budget from the rate-limit headers. A 429
+// blocks the scope for every worker until retry-after and returns
+// tollgate.RateLimited with NextRetryDelay; an exhausted quota blocks the
+// scope and fails non-retryable (tollgate.QuotaExhausted, with the reset time
+// and scope in its Details); a refused credential blocks every scope on it
+// until a single half-open probe succeeds; clustered overloads open a
+// per-scope breaker. See the errors package for the types and Details.
+//
+// # Required activity options
+//
+// Every delayed retry costs a Temporal attempt, and the server checks
+// MaximumAttempts before it applies NextRetryDelay. A model-call activity
+// therefore needs RetryPolicy.MaximumAttempts 0 (unlimited; or at least
+// Options.MinMaximumAttempts) and a ScheduleToCloseTimeout that bounds it;
+// tollgate counts real failures itself (Options.MaxFailures) in the store,
+// and never counts rate-limit waits. Other settings are refused with a
+// non-retryable tollgate.Misconfigured error. A call that cannot be admitted
+// before its schedule-to-close deadline fails non-retryable with
+// tollgate.DeadlineUnmeetable, and a call is never dispatched past its
+// deadline. Local activities are gated without local waits (they have no
+// heartbeats and retry in the worker).
+//
+// # Composition
+//
+// The plugin appends its interceptor to the worker's, so it runs innermost.
+// Temporal honours NextRetryDelay and NonRetryable only when the error an
+// activity returns is itself a *temporal.ApplicationError: an outer
+// interceptor that wraps errors with %w silently drops both. A plugin set on
+// both a client and its worker is applied twice; it gates each call once.
+// New returns the bare interceptor for users who compose by hand: put it last.
+package interceptor

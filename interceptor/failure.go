@@ -1,0 +1,146 @@
+package interceptor
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	tgerrors "github.com/tollgate-dev/tollgate/errors"
+)
+
+// failed settles a failed call, updates the shared state of its scope
+// (cooldown, quota block, credential block, breaker, failure count) and
+// returns the error the activity returns.
+func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Report, callErr error) error {
+	bg := context.WithoutCancel(ctx)
+	now := g.opts.Clock.Now()
+	store := g.opts.Store
+	if report.NotSent {
+		if err := store.Release(bg, lease); err != nil {
+			g.logger(ctx).Warn("tollgate: release failed", "scope", g.scope.Key(), "error", err)
+		}
+		return g.countFailure(ctx, callErr, tgerrors.Verdict{Class: tgerrors.Unknown})
+	}
+
+	v := g.opts.Classifier.ClassifyContext(ctx, g.call.Provider, callErr, now)
+	outcome := capacity.Unknown // sent, answer lost: keep the whole reservation
+	if v.Status != 0 {
+		outcome = capacity.Rejected
+	}
+	final := g.profile.Settle(g.call.Demand, lease.Charges, outcome, report.Usage)
+	if err := store.Settle(bg, lease, final); err != nil {
+		g.logger(ctx).Warn("tollgate: settle failed; the lease expires by itself", "scope", g.scope.Key(), "error", err)
+	}
+	obs := v.Observation
+	if obs.Empty() && report.Header != nil {
+		obs = capacity.ParseHeaders(g.call.Provider, report.Header, now)
+	}
+	g.observe(bg, lease, obs)
+	g.a.root.tel.failed(ctx, g, v)
+	conv := tgerrors.Converter{Jitter: g.jitterFunc()}
+
+	switch v.Class {
+	case tgerrors.Canceled:
+		return conv.ActivityError(v, g.scope.Key())
+	case tgerrors.RateLimited:
+		// Every worker on the scope pauses until the provider's time.
+		appErr := conv.ActivityError(v, g.scope.Key())
+		wait := v.RetryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		g.block(bg, capacity.Block{Reason: capacity.Cooldown, Until: now.Add(wait), Detail: v.Code})
+		return g.checkDeadline(appErr)
+	case tgerrors.QuotaExhausted:
+		until := v.ResetAt
+		if until.IsZero() || !until.After(now) {
+			until = now.Add(g.opts.QuotaBlockUnknown)
+		}
+		detail := v.QuotaID
+		if detail == "" {
+			detail = v.Code
+		}
+		g.block(bg, capacity.Block{Reason: capacity.QuotaExhausted, Until: until, Detail: detail})
+		return conv.ActivityError(v, g.scope.Key())
+	case tgerrors.BadCredential:
+		g.block(bg, capacity.Block{Reason: capacity.CredentialDisabled, Until: now.Add(g.opts.CredentialBlock),
+			Credential: true, HalfOpen: g.opts.HalfOpen, Detail: v.Code})
+		return conv.ActivityError(v, g.scope.Key())
+	case tgerrors.NoAccess, tgerrors.ContextTooLong, tgerrors.BadRequest:
+		return conv.ActivityError(v, g.scope.Key())
+	case tgerrors.Overloaded:
+		g.tripBreaker(bg, now)
+		return g.countFailure(ctx, conv.ActivityError(v, g.scope.Key()), v)
+	case tgerrors.Unknown:
+		if isApplicationError(callErr) {
+			// The activity's own error: keep it as it is.
+			return g.countFailure(ctx, callErr, v)
+		}
+	}
+	return g.countFailure(ctx, conv.ActivityError(v, g.scope.Key()), v)
+}
+
+func (g *gatedCall) block(ctx context.Context, b capacity.Block) {
+	if err := g.opts.Store.Block(ctx, g.scope, b); err != nil {
+		g.logger(ctx).Warn("tollgate: block failed", "scope", g.scope.Key(), "reason", b.Reason.String(), "error", err)
+	}
+}
+
+// tripBreaker counts an overload on the scope and opens the breaker (a
+// half-open block) at BreakerThreshold overloads, each within BreakerWindow
+// of the one before (the count is forgotten after a quiet BreakerWindow).
+func (g *gatedCall) tripBreaker(ctx context.Context, now time.Time) {
+	n, err := g.opts.Store.AddFailure(ctx, g.scope, "overload", g.opts.BreakerWindow)
+	if err != nil {
+		g.logger(ctx).Warn("tollgate: breaker count failed", "scope", g.scope.Key(), "error", err)
+		return
+	}
+	if n >= g.opts.BreakerThreshold {
+		g.block(ctx, capacity.Block{Reason: capacity.Overloaded, Until: now.Add(g.opts.BreakerCooldown), HalfOpen: g.opts.HalfOpen})
+	}
+}
+
+// countFailure counts a real failure of the call in the store and, once the
+// call has had MaxFailures, makes the error non-retryable: the call's retry
+// policy has unlimited attempts, so tollgate is what bounds real failures.
+func (g *gatedCall) countFailure(ctx context.Context, err error, v tgerrors.Verdict) error {
+	horizon := defaultFailureCountHorizon
+	if !g.deadline.IsZero() {
+		horizon = max(g.deadline.Sub(g.opts.Clock.Now()), time.Minute)
+	}
+	n, cerr := g.opts.Store.AddFailure(context.WithoutCancel(ctx), g.scope, g.id, horizon)
+	if cerr != nil {
+		g.logger(ctx).Warn("tollgate: failure count failed", "scope", g.scope.Key(), "error", cerr)
+		return g.checkDeadline(err)
+	}
+	if n < g.opts.MaxFailures {
+		return g.checkDeadline(err)
+	}
+	typ := tgerrors.TypeOf(v.Class)
+	msg := err.Error()
+	if ae, ok := err.(*temporal.ApplicationError); ok {
+		typ, msg = ae.Type(), ae.Message()
+	}
+	if typ == "" {
+		typ = tgerrors.TypeUnknown
+	}
+	return temporal.NewApplicationErrorWithOptions(
+		msg+" (failed "+strconv.Itoa(n)+" times; giving up)", typ,
+		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{tgerrors.DetailsFor(v, g.scope.Key())}})
+}
+
+// checkDeadline turns a retryable error whose next attempt would start past
+// the schedule-to-close deadline into DeadlineUnmeetable.
+func (g *gatedCall) checkDeadline(err error) error {
+	ae, ok := err.(*temporal.ApplicationError)
+	if !ok || ae.NonRetryable() || g.deadline.IsZero() {
+		return err
+	}
+	if d := ae.NextRetryDelay(); d > 0 && g.opts.Clock.Now().Add(d).After(g.deadline.Add(-g.opts.MinCallTime)) {
+		return deadlineUnmeetable(ae.Message()+": the retry lands past the call's schedule-to-close deadline", g.scope)
+	}
+	return err
+}

@@ -1,0 +1,249 @@
+package interceptor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// gatedKey marks a context whose call is already gated, so a plugin set on
+// both client and worker gates each call once.
+type gatedKey struct{}
+
+type activityInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	root     *workerInterceptor
+	outbound interceptor.ActivityOutboundInterceptor
+}
+
+func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor) error {
+	a.outbound = outbound
+	h := &heartbeatOutbound{}
+	h.Next = outbound
+	return a.Next.Init(h)
+}
+
+// ExecuteActivity gates model calls and lets every other activity through.
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	if ctx.Value(gatedKey{}) != nil {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	info := activity.GetInfo(ctx)
+	call, ok, err := a.root.opts.Resolve(ctx, info, in.Args)
+	if err != nil {
+		return nil, misconfigured("resolving the model call: " + err.Error())
+	}
+	if !ok {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	g, aerr := a.newGatedCall(ctx, info, call)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return g.run(ctx, in)
+}
+
+// gatedCall is one attempt of one model call going through the gate.
+type gatedCall struct {
+	a        *activityInbound
+	opts     *Options
+	info     activity.Info
+	call     Call
+	scope    capacity.Scope
+	limits   capacity.Limits
+	profile  capacity.Profile
+	charges  capacity.Charges
+	id       string
+	deadline time.Time // schedule-to-close deadline; zero if none
+	state    *callState
+}
+
+func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, call Call) (*gatedCall, error) {
+	o := &a.root.opts
+	if err := checkActivityOptions(info, o.MinMaximumAttempts); err != nil {
+		return nil, err
+	}
+	scope := o.LimitGroups.ScopeFor(call.Provider, call.Model, call.Credential, call.Region)
+	if err := scope.Validate(); err != nil {
+		return nil, misconfigured(err.Error())
+	}
+	limits, ok := o.Limits(scope)
+	if !ok {
+		return nil, misconfigured("no limits configured for scope " + scope.Key())
+	}
+	if err := limits.Validate(); err != nil {
+		return nil, misconfigured(err.Error())
+	}
+	profile, ok := o.profile(call.Provider)
+	if !ok {
+		return nil, misconfigured("no accounting profile for provider " + string(call.Provider))
+	}
+	g := &gatedCall{
+		a: a, opts: o, info: info, call: call, scope: scope, limits: limits, profile: profile,
+		charges: profile.Charges(call.Demand), id: callID(info), state: &callState{},
+	}
+	if info.ScheduleToCloseTimeout > 0 && !info.ScheduledTime.IsZero() {
+		g.deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
+	}
+	return g, nil
+}
+
+// checkActivityOptions refuses retry policies under which rate-limit waits
+// would use up attempts: Temporal checks MaximumAttempts before it applies
+// NextRetryDelay, so a model call needs unlimited attempts bounded by a
+// schedule-to-close timeout (tollgate counts real failures itself).
+func checkActivityOptions(info activity.Info, minAttempts int32) error {
+	if info.IsLocalActivity {
+		return nil
+	}
+	if rp := info.RetryPolicy; rp != nil && rp.MaximumAttempts > 0 && rp.MaximumAttempts < minAttempts {
+		return misconfigured(fmt.Sprintf("model-call activities need RetryPolicy.MaximumAttempts 0 (unlimited) or at least %d, not %d: "+
+			"every rate-limit wait costs an attempt; bound calls with ScheduleToCloseTimeout and let Options.MaxFailures count real failures",
+			minAttempts, rp.MaximumAttempts))
+	}
+	if info.ScheduleToCloseTimeout <= 0 {
+		return misconfigured("model-call activities need a ScheduleToCloseTimeout: with unlimited attempts it is what bounds the call")
+	}
+	return nil
+}
+
+// callID identifies the call across attempts without carrying workflow ids
+// into store keys: a hash of namespace, workflow id, run id and activity id
+// (or the activity run id of a standalone activity).
+func callID(info activity.Info) string {
+	h := sha256.New()
+	for _, s := range []string{info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityRunID, info.ActivityID} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return "act-" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+func (g *gatedCall) request() capacity.Request {
+	r := capacity.Request{
+		Scope: g.scope, Limits: g.limits, Call: g.id, Attempt: int(g.info.Attempt),
+		Charges: g.charges, Class: g.call.Class, TTL: g.opts.LeaseTTL, Book: true,
+	}
+	if r.Attempt < 1 {
+		r.Attempt = 1
+	}
+	if !g.deadline.IsZero() {
+		r.Deadline = g.deadline.Add(-g.opts.MinCallTime)
+	}
+	return r
+}
+
+func (g *gatedCall) run(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	start := g.opts.Clock.Now()
+	res, err := g.admit(ctx)
+	g.a.root.tel.admitted(ctx, g, res, err, g.opts.Clock.Now().Sub(start))
+	if err != nil {
+		return nil, err
+	}
+	lease := res.Lease
+	now := g.opts.Clock.Now()
+	if g.pastDeadline(now) {
+		_ = g.opts.Store.Release(context.WithoutCancel(ctx), lease)
+		return nil, deadlineUnmeetable("the call's deadline passed before it could be dispatched", g.scope)
+	}
+
+	rep := &reporter{}
+	callCtx := context.WithValue(ctx, gatedKey{}, true)
+	callCtx = context.WithValue(callCtx, reportKey{}, rep)
+	callCtx = context.WithValue(callCtx, callStateKey{}, g.state)
+	ka := g.startKeepalive(ctx, lease)
+	finished := false
+	defer func() {
+		if !finished {
+			// The activity panicked: the call may have left; keep the whole
+			// reservation and free the slot, then let the panic go on.
+			l := ka.stop()
+			_ = g.opts.Store.Settle(context.WithoutCancel(ctx), l, l.Charges)
+		}
+	}()
+	result, callErr := g.a.Next.ExecuteActivity(callCtx, in)
+	finished = true
+	lease = ka.stop()
+
+	report, reported := rep.get()
+	if mr, ok := result.(ModelResult); ok && callErr == nil {
+		report, reported = mr.TollgateReport(), true
+	}
+	bg := context.WithoutCancel(ctx)
+	if callErr == nil {
+		g.settleSuccess(bg, lease, report, reported)
+		if res.Probe {
+			g.liftProbe(bg)
+		}
+		return result, nil
+	}
+	return nil, g.failed(ctx, lease, report, callErr)
+}
+
+func (g *gatedCall) pastDeadline(now time.Time) bool {
+	if !g.info.Deadline.IsZero() && !now.Before(g.info.Deadline) {
+		return true
+	}
+	return !g.deadline.IsZero() && !now.Before(g.deadline)
+}
+
+func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, report Report, reported bool) {
+	outcome := capacity.Completed
+	if !reported || !report.HasUsage {
+		outcome = capacity.Unknown // no usage: keep the whole reservation
+	}
+	final := g.profile.Settle(g.call.Demand, lease.Charges, outcome, report.Usage)
+	if err := g.opts.Store.Settle(ctx, lease, final); err != nil {
+		g.logger(ctx).Warn("tollgate: settle failed; the lease expires by itself", "scope", g.scope.Key(), "error", err)
+	}
+	g.a.root.tel.settled(ctx, g, lease.Charges, final)
+	if reported && report.Header != nil {
+		obs := capacity.ParseHeaders(g.call.Provider, report.Header, g.opts.Clock.Now())
+		g.observe(ctx, lease, obs)
+	}
+}
+
+func (g *gatedCall) observe(ctx context.Context, lease capacity.Lease, obs capacity.Observation) {
+	if obs.Empty() {
+		return
+	}
+	obs.Mark = lease.Mark
+	if err := g.opts.Store.Observe(ctx, g.scope, obs); err != nil {
+		g.logger(ctx).Warn("tollgate: observe failed", "scope", g.scope.Key(), "error", err)
+	}
+}
+
+// liftProbe ends the half-open block whose probe this call was.
+func (g *gatedCall) liftProbe(ctx context.Context) {
+	for _, cred := range []bool{false, true} {
+		if err := g.opts.Store.Unblock(ctx, g.scope, cred); err != nil {
+			g.logger(ctx).Warn("tollgate: unblock failed", "scope", g.scope.Key(), "error", err)
+		}
+	}
+}
+
+func (g *gatedCall) logger(ctx context.Context) interface {
+	Warn(string, ...any)
+	Info(string, ...any)
+} {
+	if g.opts.Logger != nil {
+		return g.opts.Logger
+	}
+	return activity.GetLogger(ctx)
+}
+
+// isApplicationError reports whether err is itself (not wrapping) an
+// ApplicationError, which Temporal reads as it is.
+func isApplicationError(err error) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && error(ae) == err
+}

@@ -1,0 +1,225 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	"github.com/tollgate-dev/tollgate/interceptor"
+)
+
+// rpmLimits is requests/min only, margin 1, a one-request bucket.
+func rpmLimits(rpm int64) capacity.Limits {
+	return capacity.Limits{RequestsPerMinute: rpm, SafetyMargin: 1, Burst: time.Second}
+}
+
+func appError(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	require.True(t, errors.As(err, &ae), "want an ApplicationError, got %T: %v", err, err)
+	require.Same(t, ae, err, "the gate returns the ApplicationError itself, never wrapped")
+	return ae
+}
+
+func TestGrantedCallSettlesAndObserves(t *testing.T) {
+	e := newEnv(t, capacity.Limits{RequestsPerMinute: 600, TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second}, nil)
+	out := e.run(t, Step{In: call("gpt-4o-2024-08-06", "team-a")})
+	require.True(t, out[0].OK)
+	assert.Equal(t, int64(1), e.provider.calls.Load())
+	snap, err := e.store.Snapshot(context.Background(), gpt4o)
+	require.NoError(t, err)
+	assert.Empty(t, snap.Leases, "settled")
+	assert.Equal(t, "gpt-4o", snap.Scope.LimitGroup)
+	// The reservation was input estimate 11 + max_tokens 50; usage 100 > 61 is debt.
+	assert.InDelta(t, 5000-100, snap.Level[capacity.Tokens], 1e-6)
+}
+
+func TestDelayedRetryIsBenignWithNextRetryDelay(t *testing.T) {
+	e := newEnv(t, rpmLimits(60), nil) // one request a second, never a local wait
+	out := e.run(t, Step{In: call("gpt-4o", "team-a")}, Step{In: call("gpt-4o", "team-a")})
+	require.True(t, out[0].OK)
+	require.True(t, out[1].OK)
+	assert.Equal(t, int64(2), e.provider.calls.Load(), "no call reached the provider without room")
+
+	log := e.attemptLog()
+	require.Len(t, log, 3)
+	ae := appError(t, log[1].err)
+	assert.Equal(t, tgerrors.TypeCapacityWait, ae.Type())
+	assert.Equal(t, temporal.ApplicationErrorCategoryBenign, ae.Category())
+	assert.False(t, ae.NonRetryable())
+	assert.GreaterOrEqual(t, ae.NextRetryDelay(), time.Second, "the booked time")
+	assert.LessOrEqual(t, ae.NextRetryDelay(), 1100*time.Millisecond, "plus a little jitter")
+	assert.Equal(t, log[1].at.Add(ae.NextRetryDelay()), log[2].at, "Temporal retried after NextRetryDelay")
+	assert.NoError(t, log[2].err)
+}
+
+func TestLocalWait(t *testing.T) {
+	// A real clock: the second call waits ~100 ms in-process for its ticket.
+	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+	e2 := newEnvWithStore(t, store, capacity.Limits{RequestsPerMinute: 600, SafetyMargin: 1, Burst: 100 * time.Millisecond}, func(o *interceptor.Options) {
+		o.Clock = nil
+		o.MaxLocalWait = 5 * time.Second
+	})
+	out := e2.run(t, Step{In: call("gpt-4o", "team-a")}, Step{In: call("gpt-4o", "team-a")}, Step{In: call("gpt-4o", "team-a")})
+	for _, o := range out {
+		require.True(t, o.OK)
+	}
+	for _, a := range e2.attemptLog() {
+		assert.NoError(t, a.err, "waited in-process, no delayed retry")
+		assert.Equal(t, int32(1), a.n)
+	}
+	assert.Equal(t, int64(3), e2.provider.calls.Load())
+}
+
+func TestRateLimitCoolsDownTheScopeForEveryone(t *testing.T) {
+	e := newEnv(t, rpmLimits(6000), nil, rateLimited("5"))
+	out := e.run(t,
+		Step{In: call("gpt-4o", "team-a"), Async: true},
+		Step{After: time.Second, In: call("gpt-4o", "team-a")},
+	)
+	require.True(t, out[0].OK)
+	require.True(t, out[1].OK)
+	assert.Equal(t, int64(3), e.provider.calls.Load(), "one 429, then one call each: the second never met the 429")
+
+	var rateLimitedN, waitN int
+	for _, a := range e.attemptLog() {
+		switch {
+		case tgerrors.IsRateLimited(a.err):
+			rateLimitedN++
+			ae := appError(t, a.err)
+			assert.GreaterOrEqual(t, ae.NextRetryDelay(), 5*time.Second, "never earlier than retry-after")
+			assert.Equal(t, temporal.ApplicationErrorCategoryBenign, ae.Category())
+		case tgerrors.IsCapacityWait(a.err):
+			waitN++
+			ae := appError(t, a.err)
+			assert.GreaterOrEqual(t, ae.NextRetryDelay(), 3500*time.Millisecond, "waits out the shared cooldown")
+		}
+	}
+	assert.Equal(t, 1, rateLimitedN)
+	assert.Equal(t, 1, waitN)
+}
+
+func TestQuotaExhaustedIsTerminalAndBlocksTheScope(t *testing.T) {
+	e := newEnv(t, rpmLimits(6000), nil, quotaExhausted())
+	out := e.run(t, Step{In: call("gpt-4o", "team-a")}, Step{In: call("gpt-4o", "team-a")})
+	for _, o := range out {
+		assert.False(t, o.OK)
+		assert.Equal(t, tgerrors.TypeQuotaExhausted, o.Type)
+		assert.True(t, o.NonRetryable)
+		require.True(t, o.HasDetails)
+		assert.Equal(t, gpt4o.Key(), o.Details.Scope)
+	}
+	assert.Equal(t, tgerrors.ReasonBilling, out[0].Details.Reason, "insufficient_quota: a person must act")
+	assert.Equal(t, out[0].Done.Add(interceptor.DefaultQuotaBlockUnknown), out[1].Details.ResetAt, "the scope stays blocked; its end is the reset to wait for")
+	assert.Equal(t, int64(1), e.provider.calls.Load(), "the second call never reached the provider")
+}
+
+func TestDailyBudgetSpentIsQuotaWithResetTime(t *testing.T) {
+	l := rpmLimits(6000)
+	l.RequestsPerDay = 1
+	e := newEnv(t, l, nil)
+	out := e.run(t, Step{In: call("gpt-4o", "team-a")}, Step{In: call("gpt-4o", "team-a")})
+	require.True(t, out[0].OK)
+	require.False(t, out[1].OK)
+	assert.Equal(t, tgerrors.TypeQuotaExhausted, out[1].Type)
+	assert.True(t, out[1].NonRetryable)
+	assert.Equal(t, "requests_per_day", out[1].Details.Dimension)
+	assert.Equal(t, gpt4o.Key(), out[1].Details.Scope)
+	assert.True(t, out[1].Details.ResetAt.Equal(capacity.DayBoundary{}.Next(out[0].Done)), "reset at the next midnight UTC, got %v", out[1].Details.ResetAt)
+}
+
+func TestBadCredentialBlocksSiblingsUntilAProbeSucceeds(t *testing.T) {
+	e := newEnv(t, rpmLimits(6000), nil, badKey())
+	out := e.run(t,
+		Step{In: call("gpt-4o", "team-a")},
+		Step{In: call("gpt-4o-mini", "team-a")},                          // sibling scope on the same key
+		Step{In: call("gpt-4o-mini", "team-b")},                          // another key is fine
+		Step{After: 61 * time.Second, In: call("gpt-4o-mini", "team-a")}, // the probe
+		Step{In: call("gpt-4o", "team-a")},
+	)
+	assert.Equal(t, tgerrors.TypeBadCredential, out[0].Type)
+	assert.True(t, out[0].NonRetryable)
+	assert.Equal(t, tgerrors.TypeBadCredential, out[1].Type, "blocked without calling the provider")
+	assert.True(t, out[2].OK)
+	assert.True(t, out[3].OK, "the half-open probe")
+	assert.True(t, out[4].OK, "restored")
+	assert.Equal(t, int64(4), e.provider.calls.Load())
+}
+
+func TestOverloadsOpenTheBreaker(t *testing.T) {
+	e := newEnv(t, rpmLimits(6000), func(o *interceptor.Options) { o.BreakerThreshold = 2 }, overloaded(), overloaded())
+	out := e.run(t, Step{In: call("gpt-4o", "team-a")})
+	require.True(t, out[0].OK)
+	var kinds []string
+	for _, a := range e.attemptLog() {
+		var ae *temporal.ApplicationError
+		if errors.As(a.err, &ae) {
+			kinds = append(kinds, ae.Type())
+		} else {
+			kinds = append(kinds, "ok")
+		}
+	}
+	assert.Equal(t, []string{tgerrors.TypeOverloaded, tgerrors.TypeOverloaded, tgerrors.TypeCapacityWait, "ok"}, kinds)
+	assert.Equal(t, int64(3), e.provider.calls.Load(), "the open breaker kept the third attempt off the provider")
+}
+
+func TestRateLimitWaitsNeverUseUpTheFailureBudget(t *testing.T) {
+	var replies []reply
+	for range 20 {
+		replies = append(replies, rateLimited("1"))
+	}
+	e := newEnv(t, rpmLimits(6000), nil, replies...)
+	out := e.run(t, Step{In: call("gpt-4o", "team-a")})
+	assert.True(t, out[0].OK, "20 rate limits, then success: %+v", out[0])
+
+	e = newEnv(t, rpmLimits(6000), func(o *interceptor.Options) { o.MaxFailures = 3 }, serverError(), serverError(), serverError(), serverError())
+	out = e.run(t, Step{In: call("gpt-4o", "team-a")})
+	assert.False(t, out[0].OK)
+	assert.Equal(t, tgerrors.TypeTransient, out[0].Type)
+	assert.True(t, out[0].NonRetryable, "the third real failure is the last")
+	assert.Equal(t, int64(3), e.provider.calls.Load())
+}
+
+func TestDeadlineUnmeetableIsRefusedBeforeItCosts(t *testing.T) {
+	// One request a minute; the second call cannot fit before its deadline.
+	e := newEnv(t, capacity.Limits{RequestsPerMinute: 1, SafetyMargin: 1, Burst: time.Minute}, nil)
+	e.ExecuteWorkflow(ShortDeadlineWorkflow)
+	require.NoError(t, e.GetWorkflowError())
+	var types []string
+	require.NoError(t, e.GetWorkflowResult(&types))
+	assert.Equal(t, []string{"ok", tgerrors.TypeDeadlineUnmeetable}, types)
+	assert.Equal(t, int64(1), e.provider.calls.Load())
+}
+
+func TestNotSentCallIsReleased(t *testing.T) {
+	e := newEnv(t, rpmLimits(60), func(o *interceptor.Options) { o.MaxFailures = 2 })
+	in := call("gpt-4o", "team-a")
+	in.NotSent = true
+	out := e.run(t, Step{In: in})
+	assert.False(t, out[0].OK)
+	assert.Equal(t, "test.Build", out[0].Type, "the activity's own error, kept")
+	assert.True(t, out[0].NonRetryable, "after MaxFailures real failures")
+	snap, err := e.store.Snapshot(context.Background(), gpt4o)
+	require.NoError(t, err)
+	assert.Empty(t, snap.Leases)
+	assert.InDelta(t, 1, snap.Level[capacity.Requests], 1e-9, "refunded: the calls never left")
+	assert.Equal(t, int64(0), e.provider.calls.Load())
+}
+
+func TestScopeWithoutLimitsIsMisconfigured(t *testing.T) {
+	e := newEnv(t, rpmLimits(60), func(o *interceptor.Options) {
+		o.Limits = func(s capacity.Scope) (capacity.Limits, bool) { return rpmLimits(60), s.Credential == "team-a" }
+	})
+	out := e.run(t, Step{In: call("gpt-4o", "team-b")})
+	assert.False(t, out[0].OK)
+	assert.Equal(t, interceptor.TypeMisconfigured, out[0].Type)
+	assert.True(t, out[0].NonRetryable)
+	assert.Equal(t, int64(0), e.provider.calls.Load())
+}

@@ -1,0 +1,176 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	tgerrors "github.com/tollgate-dev/tollgate/errors"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxLocalWait        = 10 * time.Second
+	DefaultLeaseTTL            = time.Minute
+	DefaultMinCallTime         = 5 * time.Second
+	DefaultMaxFailures         = 5
+	DefaultMinMaximumAttempts  = 1000
+	DefaultCredentialBlock     = time.Minute
+	DefaultHalfOpen            = 30 * time.Second
+	DefaultBreakerThreshold    = 5
+	DefaultBreakerWindow       = 10 * time.Second
+	DefaultBreakerCooldown     = 15 * time.Second
+	DefaultQuotaBlockUnknown   = time.Hour
+	DefaultMinRetryDelay       = 100 * time.Millisecond
+	defaultFailureCountHorizon = 24 * time.Hour
+)
+
+// Options configures the gate. Store and Limits are required; every other
+// field has a documented default.
+type Options struct {
+	// Store holds the shared budgets: capacity.NewMemoryStore for one
+	// process, a redisstore.Store for many workers. Required.
+	Store capacity.Store
+	// Limits returns the limits of a quota scope; ok is false for a scope
+	// the worker has no limits for, which fails the call non-retryable
+	// (tollgate.Misconfigured). Required.
+	Limits func(capacity.Scope) (l capacity.Limits, ok bool)
+	// Resolve says whether an activity is a model call and describes it. If
+	// nil, an activity is a model call when its first argument implements
+	// ModelCall.
+	Resolve func(ctx context.Context, info activity.Info, args []any) (Call, bool, error)
+	// LimitGroups maps model names to limit groups. The zero value strips
+	// snapshot date suffixes.
+	LimitGroups capacity.LimitGroups
+	// Profiles overrides the accounting profile per provider. Providers not
+	// in it use capacity.ProfileFor.
+	Profiles map[capacity.Provider]capacity.Profile
+	// Classifier classifies provider failures. The zero value uses its
+	// documented defaults.
+	Classifier tgerrors.Classifier
+
+	// MaxLocalWait is the longest an activity waits for capacity in-process
+	// (heartbeating) before it returns a delayed retry that frees the
+	// worker slot. If zero, DefaultMaxLocalWait; negative means never wait
+	// locally.
+	MaxLocalWait time.Duration
+	// LeaseTTL is the lifetime of a reservation, renewed while the call
+	// runs; a crashed worker's slots come back after it. If zero,
+	// DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// MinCallTime is the time an attempt must have left, after admission,
+	// for the call itself; a call that cannot be admitted that early is
+	// refused. If zero, DefaultMinCallTime.
+	MinCallTime time.Duration
+	// MinMaximumAttempts is the smallest RetryPolicy.MaximumAttempts a
+	// model-call activity may have other than 0 (unlimited): every
+	// rate-limit wait costs an attempt, so a small cap turns waiting into
+	// failing. If zero, DefaultMinMaximumAttempts.
+	MinMaximumAttempts int32
+	// MaxFailures is how many real failures (not rate-limit waits) a call
+	// may have before it fails non-retryable. If zero, DefaultMaxFailures.
+	MaxFailures int
+	// CredentialBlock is how long a refused credential blocks every scope
+	// on it before a single probe is let through. If zero,
+	// DefaultCredentialBlock.
+	CredentialBlock time.Duration
+	// HalfOpen is how long a probe holds the others off. If zero,
+	// DefaultHalfOpen.
+	HalfOpen time.Duration
+	// BreakerThreshold overloads (529/503) on a scope, each within
+	// BreakerWindow of the one before, open its breaker for BreakerCooldown
+	// (then a single probe tests the provider). If zero, the defaults.
+	BreakerThreshold int
+	BreakerWindow    time.Duration
+	BreakerCooldown  time.Duration
+	// QuotaBlockUnknown is how long an exhausted quota with no reset time
+	// blocks its scope. If zero, DefaultQuotaBlockUnknown.
+	QuotaBlockUnknown time.Duration
+	// Rand returns a uniform number in [0, 1) for jitter. If nil,
+	// math/rand/v2.Float64.
+	Rand func() float64
+	// Clock is the worker's clock (local waits, deadlines). If nil, the
+	// system clock.
+	Clock capacity.Clock
+	// Logger logs admission decisions (never prompts or keys). If nil, the
+	// activity's logger.
+	Logger log.Logger
+	// MeterProvider and TracerProvider export metrics and spans. If nil,
+	// the OpenTelemetry no-op providers.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+}
+
+// ErrInvalidOptions is returned (wrapped) for options that cannot work.
+var ErrInvalidOptions = errors.New("tollgate: invalid interceptor options")
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Store == nil {
+		return o, fmt.Errorf("%w: Store is required", ErrInvalidOptions)
+	}
+	if o.Limits == nil {
+		return o, fmt.Errorf("%w: Limits is required", ErrInvalidOptions)
+	}
+	for name, d := range map[string]time.Duration{
+		"LeaseTTL": o.LeaseTTL, "MinCallTime": o.MinCallTime, "CredentialBlock": o.CredentialBlock,
+		"HalfOpen": o.HalfOpen, "BreakerWindow": o.BreakerWindow, "BreakerCooldown": o.BreakerCooldown,
+		"QuotaBlockUnknown": o.QuotaBlockUnknown,
+	} {
+		if d < 0 {
+			return o, fmt.Errorf("%w: %s is %v; want >= 0 (0 means the default)", ErrInvalidOptions, name, d)
+		}
+	}
+	if o.MaxFailures < 0 || o.BreakerThreshold < 0 || o.MinMaximumAttempts < 0 {
+		return o, fmt.Errorf("%w: MaxFailures, BreakerThreshold and MinMaximumAttempts must be >= 0", ErrInvalidOptions)
+	}
+	if o.LeaseTTL != 0 && o.LeaseTTL < 3*time.Second {
+		return o, fmt.Errorf("%w: LeaseTTL is %v; want >= 3s (it is renewed every third)", ErrInvalidOptions, o.LeaseTTL)
+	}
+	if o.Resolve == nil {
+		o.Resolve = defaultResolve
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.MaxLocalWait, DefaultMaxLocalWait)
+	def(&o.LeaseTTL, DefaultLeaseTTL)
+	def(&o.MinCallTime, DefaultMinCallTime)
+	def(&o.CredentialBlock, DefaultCredentialBlock)
+	def(&o.HalfOpen, DefaultHalfOpen)
+	def(&o.BreakerWindow, DefaultBreakerWindow)
+	def(&o.BreakerCooldown, DefaultBreakerCooldown)
+	def(&o.QuotaBlockUnknown, DefaultQuotaBlockUnknown)
+	if o.MinMaximumAttempts == 0 {
+		o.MinMaximumAttempts = DefaultMinMaximumAttempts
+	}
+	if o.MaxFailures == 0 {
+		o.MaxFailures = DefaultMaxFailures
+	}
+	if o.BreakerThreshold == 0 {
+		o.BreakerThreshold = DefaultBreakerThreshold
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.Clock == nil {
+		o.Clock = capacity.SystemClock{}
+	}
+	return o, nil
+}
+
+func (o Options) profile(p capacity.Provider) (capacity.Profile, bool) {
+	if pr, ok := o.Profiles[p]; ok && pr != nil {
+		return pr, true
+	}
+	return capacity.ProfileFor(p)
+}
