@@ -2,9 +2,6 @@ package interceptor_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,46 +12,14 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	sdktestsuite "go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 	"github.com/tollgate-dev/tollgate/interceptor"
+	"github.com/tollgate-dev/tollgate/testsuite/devserver"
 )
-
-// temporalCLI finds the Temporal CLI that `make temporal` builds.
-func temporalCLI(t *testing.T) string {
-	t.Helper()
-	candidates := []string{os.Getenv("TOLLGATE_TEMPORAL_CLI")}
-	if p, err := exec.LookPath("temporal"); err == nil {
-		candidates = append(candidates, p)
-	}
-	if gopath, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		candidates = append(candidates, filepath.Join(string(trimNL(gopath)), "bin", "temporal"))
-	}
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if fi, err := os.Stat(c); err == nil && !fi.IsDir() {
-			return c
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("the Temporal CLI is missing: `make temporal` builds it (go install github.com/temporalio/cli/cmd/temporal@v1.5.1)")
-	}
-	t.Skip("Temporal CLI not found; run `make temporal` for the end-to-end tests")
-	return ""
-}
-
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
 
 // E2EChatWorkflow makes one model call with the options a model call needs
 // (or MaximumAttempts attempts, to show they are refused).
@@ -73,18 +38,9 @@ func TestEndToEndOnDevServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	cli := temporalCLI(t)
+	srv := devserver.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := sdktestsuite.StartDevServer(ctx, sdktestsuite.DevServerOptions{
-		ExistingPath: cli,
-		ClientOptions: &client.Options{
-			Logger: quietLogger(),
-		},
-		LogLevel: "error",
-	})
-	require.NoError(t, err)
-	defer func() { _ = srv.Stop() }()
 	c := srv.Client()
 
 	provider := newScripted(t, rateLimited("1"), reply{status: 200}, quotaExhausted())

@@ -418,7 +418,3 @@ func ShortDeadlineWorkflow(ctx workflow.Context) ([]string, error) {
 	}
 	return types, nil
 }
-
-func quietLogger() log.Logger {
-	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1})))
-}
