@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate-dev/tollgate/capacity"
@@ -145,10 +146,15 @@ func (g *gatedCall) request() capacity.Request {
 func (g *gatedCall) run(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	start := g.opts.Clock.Now()
 	res, err := g.admit(ctx)
-	g.a.root.tel.admitted(ctx, g, res, err, g.opts.Clock.Now().Sub(start))
+	waited := g.opts.Clock.Now().Sub(start)
+	g.a.root.tel.admitted(ctx, g, res, err, waited)
 	if err != nil {
+		g.logger(ctx).Debug("tollgate: not admitted", "scope", g.scope.Key(), "class", g.call.Class.String(),
+			"attempt", g.info.Attempt, "reason", res.Reason.String(), "binding", res.Binding.String(), "waited", waited)
 		return nil, err
 	}
+	g.logger(ctx).Debug("tollgate: admitted", "scope", g.scope.Key(), "class", g.call.Class.String(),
+		"attempt", g.info.Attempt, "waited", waited, "probe", res.Probe)
 	lease := res.Lease
 	now := g.opts.Clock.Now()
 	if g.pastDeadline(now) {
@@ -231,10 +237,7 @@ func (g *gatedCall) liftProbe(ctx context.Context) {
 	}
 }
 
-func (g *gatedCall) logger(ctx context.Context) interface {
-	Warn(string, ...any)
-	Info(string, ...any)
-} {
+func (g *gatedCall) logger(ctx context.Context) log.Logger {
 	if g.opts.Logger != nil {
 		return g.opts.Logger
 	}

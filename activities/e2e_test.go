@@ -1,0 +1,153 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/tollgate-dev/tollgate/testsuite"
+)
+
+// TestEndToEnd runs 200 gated calls per provider on a real Temporal dev
+// server against the fake provider, the naive approach beside them, a run
+// with an uncontrolled second client, and a scan for secrets. It prints the
+// figures the README quotes.
+func TestEndToEnd(t *testing.T) {
+	e := setup(t)
+	scope := func(model string) testsuite.Scope { return testsuite.Scope{Key: e2eKey, Model: model} }
+	spec := func(act, model string) GoodputSpec {
+		return GoodputSpec{Activity: act, Model: model, N: calls, MaxTokens: 100, Words: 40, ScheduleClose: 5 * time.Minute}
+	}
+
+	t.Run("OpenAI", func(t *testing.T) {
+		res := runGoodput(t, &e.harness, "gated", spec("Chat", modelOpenAI))
+		assertGoodput(t, measure(e.fp, scope(modelOpenAI), testsuite.Tokens), res)
+	})
+	t.Run("Anthropic", func(t *testing.T) {
+		res := runGoodput(t, &e.harness, "gated", spec("Messages", modelAnthropic))
+		assertGoodput(t, measure(e.fp, scope(modelAnthropic), testsuite.InputTokens), res)
+	})
+	t.Run("Naive", func(t *testing.T) {
+		s := spec("Chat", modelNaive)
+		s.Naive, s.ScheduleClose = true, time.Minute
+		res := runGoodput(t, &e.harness, "naive", s)
+		f := measure(e.fp, scope(modelNaive), testsuite.Tokens)
+		t.Logf("naive (SDK retries, default retry policy, 1 min schedule-to-close): %v", f)
+		t.Logf("naive: %d of %d calls completed, %d failed; %d provider requests were wasted on 429s", res.OK, calls, res.Failed, f.RateLimited)
+	})
+	t.Run("SecondClient", func(t *testing.T) {
+		// An uncontrolled client spends a fifth of the budget on the same key.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					_, _ = e.fp.Spend(scope(modelShared), testsuite.Demand{InputTokens: 150, MaxTokens: 100})
+				}
+			}
+		}()
+		res := runGoodput(t, &e.harness, "gated", spec("Chat", modelShared))
+		close(stop)
+		wg.Wait()
+		f := measure(e.fp, scope(modelShared), testsuite.Tokens)
+		var direct, directOK int
+		var directTokens int64
+		for _, en := range e.fp.ScopeEntries(scope(modelShared)) {
+			if en.Direct {
+				direct++
+				if en.Admitted {
+					directOK++
+					directTokens += en.Charged[testsuite.Tokens]
+				}
+			}
+		}
+		t.Logf("second client: %d requests, %d admitted, %d tokens", direct, directOK, directTokens)
+		t.Logf("with a second client spending 500 tokens/s of 2,500: %v", f)
+		assert.Equal(t, calls, res.OK, "all work completes")
+		assert.LessOrEqual(t, f.RateLimited, calls*15/100, "tollgate's 429s are few")
+		// Each 429 is honoured as a shared delay: no gated request reaches the
+		// provider while the scope cools down (retry-after is at least 1 s).
+		var entries []testsuite.Entry
+		for _, en := range e.fp.ScopeEntries(scope(modelShared)) {
+			if !en.Direct {
+				entries = append(entries, en)
+			}
+		}
+		for _, en := range entries {
+			if en.Status != 429 {
+				continue
+			}
+			for _, other := range entries {
+				d := other.Arrival.Sub(en.Arrival)
+				assert.Falsef(t, d > 250*time.Millisecond && d < 900*time.Millisecond,
+					"a request reached the provider %v after a 429, inside its cooldown", d)
+			}
+		}
+	})
+	t.Run("NoSecretsOrPrompts", func(t *testing.T) {
+		scanForSecrets(t, e)
+	})
+}
+
+// scanForSecrets looks for the API key and the prompt marker in every
+// workflow history (outside activity inputs and results), in the worker's
+// logs and in the exported metrics.
+func scanForSecrets(t *testing.T, e *e2e) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	needles := []string{e2eKey, marker}
+	e.mu.Lock()
+	runs := append([]client.WorkflowRun(nil), e.runs...)
+	e.mu.Unlock()
+	require.NotEmpty(t, runs)
+	events := 0
+	for _, run := range runs {
+		it := e.c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			events++
+			// Activity inputs and results hold the prompts by design.
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				a.Input = nil
+			}
+			if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+				a.Result = nil
+			}
+			b, err := protojson.Marshal(ev)
+			require.NoError(t, err)
+			for _, n := range needles {
+				require.NotContainsf(t, string(b), n, "history event %v of %s carries a secret or prompt", ev.EventType, run.GetID())
+			}
+		}
+	}
+	logs := e.logs.String()
+	require.NotEmpty(t, logs)
+	var rm metricdata
+	require.NoError(t, e.reader.Collect(ctx, &rm.ResourceMetrics))
+	mb, err := json.Marshal(rm.ResourceMetrics)
+	require.NoError(t, err)
+	require.Contains(t, string(mb), "tollgate.admissions", "metrics were exported")
+	for _, n := range needles {
+		assert.NotContains(t, logs, n, "logs")
+		assert.NotContains(t, string(mb), n, "metrics")
+	}
+	assert.True(t, strings.Contains(string(mb), "scope"), "metrics carry scope names")
+	t.Logf("scanned %d history events of %d workflows, %d bytes of logs, %d bytes of metrics: no key, no prompt", events, len(runs), len(logs), len(mb))
+}

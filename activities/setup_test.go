@@ -1,0 +1,134 @@
+package activities_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/metric"
+	sdkmetricdata "go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tollgate-dev/tollgate/activities"
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/interceptor"
+	"github.com/tollgate-dev/tollgate/testsuite"
+	"github.com/tollgate-dev/tollgate/testsuite/devserver"
+)
+
+// Models of the end-to-end runs, one per run so runs never share a budget.
+const (
+	modelOpenAI    = "gpt-4o-mini"
+	modelAnthropic = "claude-sonnet-4-5"
+	modelNaive     = "gpt-4.1-mini"
+	modelShared    = "gpt-4.1-nano"
+)
+
+// Limits scaled so that each run of 200 calls takes about ten seconds.
+var (
+	openAILimits    = testsuite.Limits{RequestsPerMinute: 60000, TokensPerMinute: 150000, BurstWindow: 5 * time.Second}
+	anthropicLimits = testsuite.Limits{RequestsPerMinute: 60000, InputTokensPerMinute: 84000, OutputTokensPerMinute: 600000, BurstWindow: 5 * time.Second}
+)
+
+// ours mirrors a fake provider's limits in tollgate's terms, with the same
+// 5 s burst and all of each limit (SafetyMargin 1): the runs' token counts
+// are exact (InputTokens from testsuite.PromptTokens), so no margin is
+// needed to stay under the provider; the default 0.95 leaves room for what
+// tollgate cannot see.
+func ours(l testsuite.Limits) capacity.Limits {
+	return capacity.Limits{
+		RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute,
+		InputTokensPerMinute: l.InputTokensPerMinute, OutputTokensPerMinute: l.OutputTokensPerMinute,
+		Burst: 5 * time.Second, SafetyMargin: 1,
+	}
+}
+
+type e2e struct {
+	harness
+	reader *metric.ManualReader
+}
+
+// setup starts one dev server, one fake provider and two workers: "gated"
+// with the tollgate plugin, "naive" without it.
+func setup(t *testing.T) *e2e {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	srv := devserver.StartForTest(t)
+	fp, err := testsuite.New(testsuite.Options{
+		Models: []testsuite.Model{
+			{Name: modelOpenAI, Provider: testsuite.OpenAI, Limits: openAILimits},
+			{Name: modelAnthropic, Provider: testsuite.Anthropic, Limits: anthropicLimits},
+			{Name: modelNaive, Provider: testsuite.OpenAI, Limits: openAILimits},
+			{Name: modelShared, Provider: testsuite.OpenAI, Limits: openAILimits},
+		},
+		Keys:    []string{e2eKey},
+		Seed:    7,
+		Latency: func(testsuite.Call, int64) time.Duration { return 20 * time.Millisecond },
+	})
+	require.NoError(t, err)
+	t.Cleanup(fp.Close)
+
+	e := &e2e{harness: harness{c: srv.Client(), fp: fp, logs: &syncBuffer{}}, reader: metric.NewManualReader()}
+	logger := log.NewStructuredLogger(slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	limits := map[string]capacity.Limits{
+		modelOpenAI: ours(openAILimits), modelAnthropic: ours(anthropicLimits),
+		modelShared: ours(openAILimits), modelNaive: ours(openAILimits),
+	}
+	plugin, err := interceptor.NewPlugin(interceptor.Options{
+		Store:         capacity.NewMemoryStore(capacity.MemoryOptions{}),
+		Limits:        func(s capacity.Scope) (capacity.Limits, bool) { l, ok := limits[s.LimitGroup]; return l, ok },
+		Logger:        logger,
+		MeterProvider: metric.NewMeterProvider(metric.WithReader(e.reader)),
+	})
+	require.NoError(t, err)
+	creds := activities.StaticCredentials{"e2e": e2eKey}
+	oa, err := activities.NewOpenAI(activities.OpenAIOptions{Credentials: creds, BaseURL: fp.OpenAIBaseURL()})
+	require.NoError(t, err)
+	an, err := activities.NewAnthropic(activities.AnthropicOptions{Credentials: creds, BaseURL: fp.AnthropicBaseURL()})
+	require.NoError(t, err)
+
+	gated := worker.New(e.c, "gated", worker.Options{Plugins: []worker.Plugin{plugin}})
+	gated.RegisterActivity(oa)
+	gated.RegisterActivity(an)
+	gated.RegisterWorkflow(GoodputWorkflow)
+	require.NoError(t, gated.Start())
+	t.Cleanup(gated.Stop)
+
+	naive := worker.New(e.c, "naive", worker.Options{})
+	n := &naiveActivities{baseURL: fp.OpenAIBaseURL()}
+	naive.RegisterActivityWithOptions(n.Chat, activity.RegisterOptions{Name: "Chat"})
+	naive.RegisterWorkflow(GoodputWorkflow)
+	require.NoError(t, naive.Start())
+	t.Cleanup(naive.Stop)
+	return e
+}
+
+// naiveActivities is the approach tollgate replaces: the SDK's own retries
+// (two, honouring retry-after) inside Temporal's default retry policy.
+type naiveActivities struct{ baseURL string }
+
+func (n *naiveActivities) Chat(ctx context.Context, req activities.OpenAIChatRequest) (string, error) {
+	c := openai.NewClient(option.WithBaseURL(n.baseURL), option.WithAPIKey(e2eKey), option.WithHTTPClient(http.DefaultClient))
+	out, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:               req.Model,
+		Messages:            []openai.ChatCompletionMessageParamUnion{openai.UserMessage(req.Messages[0].Content)},
+		MaxCompletionTokens: openai.Int(req.MaxTokens),
+	})
+	if err != nil {
+		return "", err
+	}
+	return out.Choices[0].Message.Content, nil
+}
+
+type metricdata struct {
+	ResourceMetrics sdkmetricdata.ResourceMetrics
+}
