@@ -35,7 +35,11 @@ func (c Classifier) decide(p capacity.Provider, ev *evidence, now time.Time) Ver
 	} else {
 		v.RetryAfter = providerWait(&v, ev, msg)
 	}
-	if v.Class == QuotaExhausted && v.Reason != ReasonBilling {
+	if v.Class == QuotaExhausted && v.Reason == ReasonUsageLimit {
+		if at, ok := regainAccessAt(msg); ok && at.After(ref) {
+			v.ResetAt = now.Add(at.Sub(ref))
+		}
+	} else if v.Class == QuotaExhausted && v.Reason != ReasonBilling {
 		c.quotaReset(&v, ref, now)
 	}
 	v.Retryable = v.Class.Retryable()
@@ -83,6 +87,11 @@ func structuredClass(ev *evidence, msg string) (Class, Reason) {
 			return ContextTooLong, ReasonContextLength
 		case saysBilling(msg):
 			return QuotaExhausted, ReasonBilling
+		case strings.Contains(msg, "api usage limits"):
+			// Anthropic's workspace spend limit: "You have reached your
+			// specified API usage limits. You will regain access on
+			// 2026-11-01 at 00:00 UTC."
+			return QuotaExhausted, ReasonUsageLimit
 		case strings.Contains(msg, "location is not supported"):
 			return NoAccess, ""
 		}

@@ -1,6 +1,7 @@
 package errors
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -154,3 +155,20 @@ func messageNumber(msg, label string) (int64, bool) {
 const maxWaitNanos = float64(1 << 62)
 
 func isDigitByte(c byte) bool { return c >= '0' && c <= '9' }
+
+// regainAccessRe reads Anthropic's "regain access on 2026-11-01 at 00:00
+// UTC" (the message is lower-cased).
+var regainAccessRe = regexp.MustCompile(`regain access on (\d{4}-\d{2}-\d{2}) at (\d{2}:\d{2}) utc`)
+
+// regainAccessAt returns the time a usage-limit message says access returns.
+func regainAccessAt(msg string) (time.Time, bool) {
+	m := regainAccessRe.FindStringSubmatch(msg)
+	if m == nil {
+		return time.Time{}, false
+	}
+	t, err := time.Parse("2006-01-02 15:04", m[1]+" "+m[2])
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
+}

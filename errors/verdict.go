@@ -16,6 +16,9 @@ const (
 	// ReasonBilling: a billing quota or credit balance is spent; no reset
 	// time, a person must act.
 	ReasonBilling Reason = "billing"
+	// ReasonUsageLimit: a spend limit set on the account (Anthropic's "API
+	// usage limits") is reached until Verdict.ResetAt, when stated.
+	ReasonUsageLimit Reason = "usage_limit"
 	// ReasonDailyQuota: a per-day quota is spent until Verdict.ResetAt.
 	ReasonDailyQuota Reason = "daily_quota"
 	// ReasonWaitExceedsBound: a rate limit asked for a wait longer than
