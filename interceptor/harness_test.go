@@ -300,6 +300,16 @@ func newEnvWithStore(t *testing.T, store *capacity.MemoryStore, limits capacity.
 // newEnvPlugins is newEnvWithStore with the plugin installed copies times
 // (as when it is set on both a client and its worker).
 func newEnvPlugins(t *testing.T, store *capacity.MemoryStore, limits capacity.Limits, mod func(*interceptor.Options), copies int, replies ...reply) *env {
+	return newEnvFull(t, store, limits, mod, copies, nil, replies...)
+}
+
+// newEnvWith is newEnv with outer worker interceptors (such as Temporal's
+// tracing interceptor) before the plugin's.
+func newEnvWith(t *testing.T, limits capacity.Limits, mod func(*interceptor.Options), outer []sdkinterceptor.WorkerInterceptor, replies ...reply) *env {
+	return newEnvFull(t, nil, limits, mod, 1, outer, replies...)
+}
+
+func newEnvFull(t *testing.T, store *capacity.MemoryStore, limits capacity.Limits, mod func(*interceptor.Options), copies int, outer []sdkinterceptor.WorkerInterceptor, replies ...reply) *env {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1}))))
 	e := &env{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment()}
@@ -327,7 +337,7 @@ func newEnvPlugins(t *testing.T, store *capacity.MemoryStore, limits capacity.Li
 	}
 	e.SetWorkerOptions(worker.Options{
 		Plugins:      plugins,
-		Interceptors: []sdkinterceptor.WorkerInterceptor{&recorder{e: e}},
+		Interceptors: append(append([]sdkinterceptor.WorkerInterceptor(nil), outer...), &recorder{e: e}),
 	})
 	e.RegisterWorkflow(ChatWorkflow)
 	e.RegisterWorkflow(ParallelChatWorkflow)

@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,6 +29,9 @@ type telemetry struct {
 	estimated  metric.Int64Counter
 	actual     metric.Int64Counter
 	lost       metric.Int64Counter
+
+	store  capacity.Store
+	scopes sync.Map // capacity.Scope → struct{}: the scopes this worker gated
 }
 
 func newTelemetry(o Options) *telemetry {
@@ -49,10 +53,35 @@ func newTelemetry(o Options) *telemetry {
 	t.estimated, _ = m.Int64Counter("tollgate.tokens.reserved", metric.WithDescription("Tokens reserved at admission, by dimension."))
 	t.actual, _ = m.Int64Counter("tollgate.tokens.settled", metric.WithDescription("Tokens charged at settlement, by dimension."))
 	t.lost, _ = m.Int64Counter("tollgate.lease.lost", metric.WithDescription("Leases that expired before their call ended."))
+	t.store = o.Store
+	level, _ := m.Float64ObservableGauge("tollgate.budget.level", metric.WithDescription("Budget level per scope and dimension (negative: debt and booked tickets)."))
+	inflight, _ := m.Int64ObservableGauge("tollgate.inflight", metric.WithDescription("Calls in flight per scope, across workers sharing the store."))
+	_, _ = m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
+		t.scopes.Range(func(k, _ any) bool {
+			sc := k.(capacity.Scope)
+			snap, err := t.store.Snapshot(ctx, sc)
+			if err != nil {
+				return true
+			}
+			for d := capacity.Dimension(0); int(d) < capacity.NumDimensions; d++ {
+				if snap.Budget[d].Limited && d != capacity.InFlight {
+					obs.ObserveFloat64(level, snap.Level[d], metric.WithAttributes(
+						attribute.String("scope", sc.Key()), attribute.String("dimension", d.String())))
+				}
+			}
+			obs.ObserveInt64(inflight, int64(len(snap.Leases)), metric.WithAttributes(attribute.String("scope", sc.Key())))
+			return true
+		})
+		return nil
+	}, level, inflight)
 	return t
 }
 
+// track remembers a scope for the budget gauges.
+func (t *telemetry) track(sc capacity.Scope) { t.scopes.LoadOrStore(sc, struct{}{}) }
+
 func (t *telemetry) admitted(ctx context.Context, g *gatedCall, res capacity.Reservation, err error, waited time.Duration) {
+	t.track(g.scope)
 	result := "granted"
 	switch {
 	case err != nil && !res.Granted && res.Reason != 0:
