@@ -60,4 +60,3 @@ func TestTelemetryComposesWithTemporalTracing(t *testing.T) {
 		assert.True(t, names[n], "metric %s exported", n)
 	}
 }
-
