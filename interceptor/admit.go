@@ -134,8 +134,16 @@ func (g *gatedCall) denied(res capacity.Reservation) error {
 		}
 		return g.delayedRetry(wait, false, res.Block.Reason.String(), "")
 	}
+	if res.Binding == capacity.InFlight {
+		// A slot frees at the next settle, usually long before the lease
+		// expiry the store reports as the latest moment: come back soon.
+		wait = min(wait, inFlightRetry)
+	}
 	return g.delayedRetry(wait, res.Booked, res.Reason.String(), dim)
 }
+
+// inFlightRetry bounds the delay of a call that waits for an in-flight slot.
+const inFlightRetry = time.Second
 
 // delayedRetry returns a CapacityWait whose NextRetryDelay is wait plus
 // jitter, or DeadlineUnmeetable if that lands past the call's deadline.
