@@ -2,6 +2,7 @@ package capacity_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -46,8 +47,8 @@ func BenchmarkReserveSettle(b *testing.B) {
 	}
 }
 
-// BenchmarkReserveSettleParallel is BenchmarkReserveSettle from GOMAXPROCS×8
-// goroutines (go test -cpu to vary) on the same scope.
+// BenchmarkReserveSettleParallel is BenchmarkReserveSettle from 8 goroutines
+// (at least; RunParallel runs a multiple of GOMAXPROCS) on the same scope.
 func BenchmarkReserveSettleParallel(b *testing.B) {
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
 	p := capacity.OpenAIProfile{}
@@ -57,7 +58,7 @@ func BenchmarkReserveSettleParallel(b *testing.B) {
 	var seq atomic.Int64
 	ctx := context.Background()
 	b.ReportAllocs()
-	b.SetParallelism(8)
+	b.SetParallelism((8 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -138,46 +138,63 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 		return deny, nil
 	}
 	// A half-open block that has run out lets exactly one call through.
-	probe, undo := s.claimProbe(st, now)
+	pc, probe := s.claimProbe(st, now)
 	res, err := s.admit(st, req, now, ttl)
 	if probe {
 		if res.Granted {
 			res.Probe = true
 		} else {
-			undo()
+			s.undoProbe(st, pc)
 		}
 	}
 	return res, err
 }
 
+// probeClaim records what claimProbe changed, so that undo can restore it.
+type probeClaim struct {
+	scope, cred    bool
+	prev, prevCred Block
+	claimedCred    Block
+	key            string
+}
+
 // claimProbe claims the probe of the scope's (and its credential's) due
-// half-open blocks, holding others off for HalfOpen; undo gives it back.
-// It requires st.mu.
-func (s *MemoryStore) claimProbe(st *memScope, now time.Time) (bool, func()) {
-	var undos []func()
+// half-open blocks, holding others off for HalfOpen. It requires st.mu.
+func (s *MemoryStore) claimProbe(st *memScope, now time.Time) (probeClaim, bool) {
+	var pc probeClaim
 	if b := st.block; b.HalfOpen > 0 && !b.Until.After(now) {
+		pc.scope, pc.prev = true, b
 		st.block.Until, st.block.Probing = now.Add(b.HalfOpen), true
-		undos = append(undos, func() { st.block = b })
 	}
-	key := st.scope.CredentialKey()
-	s.mu.Lock()
-	if b, ok := s.creds[key]; ok && b.HalfOpen > 0 && !b.Until.After(now) {
-		claimed := b
-		claimed.Until, claimed.Probing = now.Add(b.HalfOpen), true
-		s.creds[key] = claimed
-		undos = append(undos, func() {
-			s.mu.Lock()
-			if cur, ok := s.creds[key]; ok && cur == claimed {
-				s.creds[key] = b
-			}
-			s.mu.Unlock()
-		})
-	}
-	s.mu.Unlock()
-	return len(undos) > 0, func() {
-		for _, u := range undos {
-			u()
+	s.mu.RLock()
+	anyCred := len(s.creds) > 0
+	s.mu.RUnlock()
+	if anyCred {
+		key := st.scope.CredentialKey()
+		s.mu.Lock()
+		if b, ok := s.creds[key]; ok && b.HalfOpen > 0 && !b.Until.After(now) {
+			claimed := b
+			claimed.Until, claimed.Probing = now.Add(b.HalfOpen), true
+			s.creds[key] = claimed
+			pc.cred, pc.prevCred, pc.claimedCred, pc.key = true, b, claimed, key
 		}
+		s.mu.Unlock()
+	}
+	return pc, pc.scope || pc.cred
+}
+
+// undoProbe gives a claimed probe back (its call was not granted). It
+// requires st.mu.
+func (s *MemoryStore) undoProbe(st *memScope, pc probeClaim) {
+	if pc.scope {
+		st.block = pc.prev
+	}
+	if pc.cred {
+		s.mu.Lock()
+		if cur, ok := s.creds[pc.key]; ok && cur == pc.claimedCred {
+			s.creds[pc.key] = pc.prevCred
+		}
+		s.mu.Unlock()
 	}
 }
 
