@@ -184,7 +184,9 @@ func (m *memScope) charge(c Charges) {
 		m.level[d] = math.Min(m.budgets[d].Capacity-m.booked[d], m.level[d]-float64(c[d]))
 	}
 	for i, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
-		m.dayUsed[i] = math.Max(0, m.dayUsed[i]+float64(c[d]))
+		if m.budgets[d].Limited {
+			m.dayUsed[i] = math.Max(0, m.dayUsed[i]+float64(c[d]))
+		}
 	}
 	for d := range NumDimensions {
 		if c[d] > 0 {
@@ -198,9 +200,7 @@ func (m *memScope) charge(c Charges) {
 func (m *memScope) book(tk Ticket) {
 	m.charge(tk.Charges)
 	for d := range numBuckets {
-		if m.budgets[d].Limited {
-			m.booked[d] += float64(tk.Charges[d])
-		}
+		m.booked[d] += float64(tk.Charges[d])
 	}
 	m.tickets[tk.Call] = tk
 	m.noteExpiry(tk.Expires)
@@ -214,9 +214,7 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 	}
 	delete(m.tickets, call)
 	for d := range numBuckets {
-		if m.budgets[d].Limited {
-			m.booked[d] = math.Max(0, m.booked[d]-float64(tk.Charges[d]))
-		}
+		m.booked[d] = math.Max(0, m.booked[d]-float64(tk.Charges[d]))
 	}
 	return tk, true
 }
@@ -345,7 +343,12 @@ func (m *memScope) snapshot(s Snapshot, now time.Time) Snapshot {
 	for _, tk := range m.tickets {
 		s.Tickets = append(s.Tickets, tk)
 	}
-	sort.Slice(s.Tickets, func(i, j int) bool { return s.Tickets[i].At.Before(s.Tickets[j].At) })
+	sort.Slice(s.Tickets, func(i, j int) bool {
+		if a, b := s.Tickets[i].At, s.Tickets[j].At; !a.Equal(b) {
+			return a.Before(b)
+		}
+		return s.Tickets[i].Call < s.Tickets[j].Call
+	})
 	if b, ok := m.activeBlock(now); ok {
 		s.Blocks = append(s.Blocks, b)
 	}

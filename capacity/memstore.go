@@ -89,7 +89,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	if err := ctx.Err(); err != nil {
 		return Reservation{}, err
 	}
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return Reservation{}, err
 	}
 	st := s.scope(req.Scope, true)
@@ -341,6 +341,7 @@ func (s *MemoryStore) Renew(ctx context.Context, lease Lease, ttl time.Duration)
 	}
 	le.Expires = now.Add(ttl)
 	st.leases[lease.Call] = le
+	st.noteExpiry(le.Expires)
 	return le, nil
 }
 
@@ -463,7 +464,9 @@ func (s *MemoryStore) Released(sc Scope) (<-chan struct{}, func()) {
 	return st.notify, func() {}
 }
 
-func (r Request) validate() error {
+// Validate reports whether r can be reserved: a valid scope and limits, a
+// call id, an attempt from 1, no negative charge or TTL.
+func (r Request) Validate() error {
 	if err := r.Scope.Validate(); err != nil {
 		return err
 	}

@@ -62,8 +62,10 @@ type Store interface {
 // Notifier is implemented by stores that announce freed capacity, so waiters
 // wake on a release instead of polling.
 type Notifier interface {
-	// Released returns a channel that is closed at the next settle or release
-	// on scope (or when stop is called). Call stop when done waiting.
+	// Released returns a channel that is closed when capacity may have come
+	// back on scope — a settle, a release, a reclaimed lease; a store may wake
+	// only its longest waiters per release — or when stop is called. Call
+	// stop when done waiting.
 	Released(scope Scope) (ch <-chan struct{}, stop func())
 }
 

@@ -1,0 +1,73 @@
+package redisstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// aclRules is the least a store's Redis user needs (see the package doc).
+const aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
+	"+evalsha +eval +ssubscribe +sunsubscribe +ping +hello +del " +
+	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +hvals +pexpire " +
+	"+zadd +zrem +zrange +zrevrange +zrangebyscore +zcard +spublish"
+
+// TestACLUser: a store works as a Redis user restricted to its prefix and
+// the commands the package doc lists.
+func TestACLUser(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t, "")
+	admin := redis.NewClient(&redis.Options{Addr: srv.addr()})
+	defer admin.Close()
+	ctx := context.Background()
+	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "tollgate"}, toAny(strings.Fields(aclRules))...)...).Err())
+
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), Username: "tollgate", Password: "s3cret"})
+	defer rdb.Close()
+	s, err := New(rdb, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	ch, stop := s.Released(keysScope)
+	defer stop()
+	l := capacity.Limits{RequestsPerMinute: 60, RequestsPerDay: 100, MaxInFlight: 1}
+	res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge(), Book: true})
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	denied, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "b", Attempt: 1, Charges: oneCharge(), Book: true})
+	require.NoError(t, err)
+	require.False(t, denied.Granted)
+	_, err = s.Renew(ctx, res.Lease, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Observe(ctx, keysScope, capacity.Observation{}))
+	require.NoError(t, s.Settle(ctx, res.Lease, res.Lease.Charges))
+	<-ch
+	require.NoError(t, s.Release(ctx, capacity.Lease{Scope: keysScope, Call: "b"}))
+	require.NoError(t, s.Block(ctx, keysScope, capacity.Block{Reason: capacity.Cooldown, Until: time.Now().Add(time.Second)}))
+	require.NoError(t, s.Block(ctx, keysScope, capacity.Block{Reason: capacity.Cooldown, Until: time.Now().Add(time.Second), Credential: true}))
+	require.NoError(t, s.Unblock(ctx, keysScope, true))
+	require.NoError(t, s.Unblock(ctx, keysScope, false))
+	_, err = s.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	_, err = s.AddFailure(ctx, keysScope, "a", time.Minute)
+	require.NoError(t, err)
+	// Outside its prefix the user can do nothing.
+	other, err := New(rdb, Options{Prefix: "other"})
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "c", Attempt: 1, Charges: oneCharge()})
+	require.ErrorContains(t, err, "NOPERM")
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

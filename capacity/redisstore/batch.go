@@ -1,0 +1,139 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+)
+
+// maxBatch bounds the operations one script decides.
+const maxBatch = 64
+
+// maxBatches bounds the batches of one scope in Redis at once: a batch is
+// sent while the previous one is still in Redis, so neither side idles
+// through a round trip.
+const maxBatches = 2
+
+// Reserves and settles on one scope are decided in batches: an operation
+// that arrives while its scope's previous batches are in Redis waits for one
+// to return and goes with the next (group commit). A lone call goes at once; under
+// load a round trip and one read and write of the state serve many calls.
+// Each operation is still decided atomically and in arrival order, as if it
+// ran alone; each call takes part in exactly one round trip.
+
+// batcher queues one scope's operations.
+type batcher struct {
+	mu      sync.Mutex
+	pending []*op
+	running int
+}
+
+// op is one queued reserve ('r') or settle ('s').
+type op struct {
+	ctx  context.Context
+	kind string
+	args []any // after the kind
+	done chan struct{}
+
+	// Set before done is closed.
+	res *reply
+	h   header
+	err error
+
+	// abandoned is set (under the batcher's lock) by a caller that stopped
+	// waiting after its operation was sent; onAbandon then undoes a grant.
+	abandoned bool
+	onAbandon func(*op)
+}
+
+// do runs o in the scope's next batch and waits for its result.
+func (s *Store) do(k *scopeKeys, o *op) (*reply, header, error) {
+	o.done = make(chan struct{})
+	b := &k.batch
+	b.mu.Lock()
+	b.pending = append(b.pending, o)
+	if b.running < maxBatches {
+		b.running++
+		ops := b.take()
+		b.mu.Unlock()
+		s.runBatch(k, ops)
+	} else {
+		b.mu.Unlock()
+	}
+	select {
+	case <-o.done:
+		return o.res, o.h, o.err
+	case <-o.ctx.Done():
+	}
+	b.mu.Lock()
+	for i, p := range b.pending {
+		if p == o {
+			b.pending = append(b.pending[:i], b.pending[i+1:]...)
+			b.mu.Unlock()
+			return nil, header{}, o.ctx.Err()
+		}
+	}
+	select {
+	case <-o.done:
+		b.mu.Unlock()
+		return o.res, o.h, o.err
+	default:
+	}
+	o.abandoned = true
+	b.mu.Unlock()
+	return nil, header{}, o.ctx.Err()
+}
+
+// take removes up to maxBatch pending operations. It requires b.mu.
+func (b *batcher) take() []*op {
+	n := min(len(b.pending), maxBatch)
+	ops := make([]*op, n)
+	copy(ops, b.pending)
+	b.pending = append(b.pending[:0], b.pending[n:]...)
+	return ops
+}
+
+// runBatch sends ops as one script, delivers each result and hands the
+// next batch, if any, to a new goroutine.
+func (s *Store) runBatch(k *scopeKeys, ops []*op) {
+	args := s.commonArgs(k, "", "", 1+len(ops)*18)
+	args = append(args, s.opts.TicketGrace.Microseconds())
+	for _, o := range ops {
+		args = append(args, o.kind)
+		args = append(args, o.args...)
+	}
+	ctx := context.WithoutCancel(ops[0].ctx)
+	r, h, err := s.run(ctx, "reserve/settle", scriptOps, k, args)
+	for _, o := range ops {
+		o.h, o.err = h, err
+		if err == nil {
+			o.res = r.sub()
+			if r.err != nil {
+				o.err = r.err
+			}
+		}
+	}
+	b := &k.batch
+	b.mu.Lock()
+	var abandoned []*op
+	for _, o := range ops {
+		if o.abandoned {
+			abandoned = append(abandoned, o)
+		}
+		close(o.done)
+	}
+	var next []*op
+	if len(b.pending) > 0 {
+		next = b.take()
+	} else {
+		b.running--
+	}
+	b.mu.Unlock()
+	for _, o := range abandoned {
+		if o.onAbandon != nil && o.err == nil {
+			go o.onAbandon(o)
+		}
+	}
+	if next != nil {
+		go s.runBatch(k, next)
+	}
+}

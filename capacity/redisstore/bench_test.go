@@ -1,0 +1,195 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// benchGoroutines is the concurrency of the admission benchmarks.
+const benchGoroutines = 16
+
+// benchLimits never bind, so every iteration is a grant and a settle.
+var benchLimits = capacity.Limits{
+	RequestsPerMinute: 1e12, InputTokensPerMinute: 1e13, OutputTokensPerMinute: 1e13,
+	TokensPerMinute: 1e13, RequestsPerDay: 1e13, TokensPerDay: 1e13, MaxInFlight: 1e9,
+}
+
+var benchScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "bench"}
+
+// countHook counts the commands a client sends (one per round trip here:
+// nothing is pipelined).
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// admission is one benchmark's figures, kept for the side-by-side summary.
+type admission struct {
+	nsPerOp, p50, p99, opsPerSec, roundTrips float64
+}
+
+// runAdmission runs op b.N times from benchGoroutines goroutines and reports
+// the latency percentiles of timed (the part op measures) and round trips.
+func runAdmission(b *testing.B, hook *countHook, op func(i int) (time.Duration, error)) admission {
+	var next atomic.Int64
+	lat := make([][]time.Duration, benchGoroutines)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	b.ReportAllocs()
+	before := hook.n.Load()
+	b.ResetTimer()
+	start := time.Now()
+	for g := range benchGoroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				d, err := op(i)
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				lat[g] = append(lat[g], d)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	a := admission{
+		nsPerOp:    float64(elapsed.Nanoseconds()) / float64(b.N),
+		p50:        float64(all[len(all)/2].Nanoseconds()),
+		p99:        float64(all[len(all)*99/100].Nanoseconds()),
+		opsPerSec:  float64(b.N) / elapsed.Seconds(),
+		roundTrips: float64(hook.n.Load()-before) / float64(b.N),
+	}
+	b.ReportMetric(a.p50, "p50-ns")
+	b.ReportMetric(a.p99, "p99-ns")
+	b.ReportMetric(a.opsPerSec, "ops/s")
+	b.ReportMetric(a.roundTrips, "roundtrips/op")
+	return a
+}
+
+// benchAddr returns a redis-server of the benchmark's own when one can be
+// started (a shared server's Lua heap, grown by other scripts, slows every
+// script down), else the test Redis.
+func benchAddr(b *testing.B) string {
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		return startRedis(b, "").addr()
+	}
+	return redisAddr()
+}
+
+// benchClient returns a client on addr with a command counter.
+func benchClient(b *testing.B, addr string) (*redis.Client, *countHook) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	b.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		b.Skip("no Redis at " + addr)
+	}
+	hook := &countHook{}
+	rdb.AddHook(hook)
+	return rdb, hook
+}
+
+// benchReserveSettle measures one admission and its settlement on one hot
+// scope (reserve latency is what p50/p99 report).
+func benchReserveSettle(b *testing.B, addr string) admission {
+	rdb, hook := benchClient(b, addr)
+	s, err := New(rdb, Options{Prefix: testPrefix(b, rdb)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := capacity.OpenAIProfile{}
+	d := capacity.Demand{InputTokens: 800, MaxTokens: 256}
+	charges := p.Charges(d)
+	ctx := context.Background()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	return runAdmission(b, hook, func(i int) (time.Duration, error) {
+		t0 := time.Now()
+		res, err := s.Reserve(ctx, capacity.Request{Scope: benchScope, Limits: benchLimits, Call: run + "-" + strconv.Itoa(i), Attempt: 1, Charges: charges, TTL: time.Minute})
+		lat := time.Since(t0)
+		if err != nil {
+			return 0, err
+		}
+		if !res.Granted {
+			return 0, fmt.Errorf("denied: %v on %v", res.Reason, res.Binding)
+		}
+		final := p.Settle(d, res.Lease.Charges, capacity.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})
+		return lat, s.Settle(ctx, res.Lease, final)
+	})
+}
+
+// benchAllowN measures go-redis/redis_rate AllowN on the same server: the
+// single-bucket limiter tollgate is compared with.
+func benchAllowN(b *testing.B, addr string) admission {
+	rdb, hook := benchClient(b, addr)
+	limiter := redis_rate.NewLimiter(rdb)
+	key := testPrefix(b, rdb)
+	defer rdb.Del(context.Background(), "rate:"+key)
+	limit := redis_rate.PerSecond(1 << 30)
+	ctx := context.Background()
+	return runAdmission(b, hook, func(int) (time.Duration, error) {
+		t0 := time.Now()
+		res, err := limiter.AllowN(ctx, key, limit, 1)
+		lat := time.Since(t0)
+		if err != nil {
+			return 0, err
+		}
+		if res.Allowed != 1 {
+			return 0, fmt.Errorf("redis_rate denied")
+		}
+		return lat, nil
+	})
+}
+
+// BenchmarkAdmission runs reserve+settle on this store beside redis_rate's
+// AllowN on the same loopback Redis, 16 goroutines each, and prints the
+// comparison: ns/op and ops/s are per admitted call (reserve and settle),
+// p50/p99 the reserve's latency, roundtrips/op the commands sent per call.
+func BenchmarkAdmission(b *testing.B) {
+	addr := benchAddr(b)
+	var ours, theirs admission
+	b.Run("redisstore-reserve-settle", func(b *testing.B) { ours = benchReserveSettle(b, addr) })
+	b.Run("redis_rate-AllowN", func(b *testing.B) { theirs = benchAllowN(b, addr) })
+	if ours.p50 == 0 || theirs.p50 == 0 {
+		return
+	}
+	b.Logf("reserve p50 %.0f µs = %.2f× AllowN p50 %.0f µs (target <= 2); p99 %.0f µs vs %.0f µs; %.0f vs %.0f ns/op",
+		ours.p50/1e3, ours.p50/theirs.p50, theirs.p50/1e3, ours.p99/1e3, theirs.p99/1e3, ours.nsPerOp, theirs.nsPerOp)
+	b.Logf("reserve+settle %.0f/s = %.2f× AllowN %.0f/s (target >= 0.5); %.2f round trips per admitted call (target <= 2)",
+		ours.opsPerSec, ours.opsPerSec/theirs.opsPerSec, theirs.opsPerSec, ours.roundTrips)
+}

@@ -1,0 +1,337 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/storetest"
+)
+
+// TestMatchesMemoryStore drives the Redis store and the memory store (the
+// reference semantics) through the same random operations on the same manual
+// clock and requires the same answers and the same snapshots after every step.
+func TestMatchesMemoryStore(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	run := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		run++
+		clock := storetest.NewClock()
+		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s-%d", prefix, run), Clock: clock.Now})
+		require.NoError(rt, err)
+		defer func() { _ = rs.Close() }()
+		m := &diffModel{
+			clock: clock,
+			mem:   capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now}),
+			rs:    rs,
+			memL:  map[string]capacity.Lease{},
+			rsL:   map[string]capacity.Lease{},
+		}
+		for d := range m.on {
+			m.on[d] = rapid.Bool().Draw(rt, "on-"+capacity.Dimension(d).String())
+		}
+		m.limits = m.drawLimits(rt)
+		rt.Repeat(map[string]func(*rapid.T){
+			"reserve": m.reserve,
+			"advance": func(t *rapid.T) {
+				clock.Advance(time.Duration(rapid.Int64Range(0, 4000).Draw(t, "ms")) * time.Millisecond)
+			},
+			"nextDay": func(t *rapid.T) {
+				clock.Advance(time.Duration(rapid.IntRange(1, 30).Draw(t, "hours")) * time.Hour)
+			},
+			"toRetryAt": func(t *rapid.T) {
+				if m.retryAt.IsZero() {
+					t.Skip()
+				}
+				clock.Set(m.retryAt)
+			},
+			"settle":        m.settle,
+			"release":       m.release,
+			"releaseTicket": m.releaseTicket,
+			"renew":         m.renew,
+			"observe":       m.observe,
+			"block":         m.block,
+			"unblock":       m.unblock,
+			"limits": func(t *rapid.T) {
+				m.limits = m.drawLimits(t)
+			},
+			"": m.compare,
+		})
+	})
+	deleteKeys(t, rdb, prefix)
+}
+
+type diffModel struct {
+	clock     *storetest.Clock
+	mem       capacity.Store
+	rs        *Store
+	limits    capacity.Limits
+	on        [capacity.NumDimensions]bool // which dimensions are limited
+	memL, rsL map[string]capacity.Lease    // live leases by call, as each store granted them
+	retryAt   time.Time
+}
+
+var diffScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "diff"}
+
+// drawLimits draws new values for the limited dimensions. Which dimensions
+// are limited never changes: MemoryStore.unbook leaks booked capacity when a
+// bucket's limited status changes while a ticket is out (this store keeps
+// the exact sum; see unbook in lua/common.lua).
+func (m *diffModel) drawLimits(t *rapid.T) capacity.Limits {
+	lim := func(d capacity.Dimension, lo, hi int64) int64 {
+		if m.on[d] {
+			return rapid.Int64Range(lo, hi).Draw(t, d.String())
+		}
+		return 0
+	}
+	var tokenBurst int64
+	if rapid.Bool().Draw(t, "tokenburst-on") {
+		tokenBurst = rapid.Int64Range(100, 5000).Draw(t, "tokenburst")
+	}
+	return capacity.Limits{
+		RequestsPerMinute:     lim(capacity.Requests, 6, 600),
+		InputTokensPerMinute:  lim(capacity.InputTokens, 600, 60000),
+		OutputTokensPerMinute: lim(capacity.OutputTokens, 600, 60000),
+		TokensPerMinute:       lim(capacity.Tokens, 1200, 120000),
+		RequestsPerDay:        lim(capacity.RequestsPerDay, 1, 50),
+		TokensPerDay:          lim(capacity.TokensPerDay, 1000, 200000),
+		MaxInFlight:           lim(capacity.InFlight, 1, 4),
+		Burst:                 time.Duration(rapid.IntRange(0, 10).Draw(t, "burst-s")) * time.Second,
+		TokenBurst:            tokenBurst,
+		SafetyMargin:          rapid.SampledFrom([]float64{0, 1, 0.5, 0.9}).Draw(t, "margin"),
+	}
+}
+
+func (m *diffModel) call(t *rapid.T) string {
+	return fmt.Sprintf("c%d", rapid.IntRange(0, 5).Draw(t, "call"))
+}
+
+func (m *diffModel) reserve(t *rapid.T) {
+	ctx := context.Background()
+	in, out := rapid.Int64Range(0, 3000).Draw(t, "in"), rapid.Int64Range(0, 3000).Draw(t, "out")
+	var c capacity.Charges
+	c[capacity.Requests], c[capacity.RequestsPerDay], c[capacity.InFlight] = 1, 1, 1
+	c[capacity.InputTokens], c[capacity.OutputTokens], c[capacity.Tokens], c[capacity.TokensPerDay] = in, out, in+out, in+out
+	req := capacity.Request{
+		Scope: diffScope, Limits: m.limits, Call: m.call(t), Attempt: rapid.IntRange(1, 3).Draw(t, "attempt"),
+		Charges: c, Class: capacity.Class(rapid.IntRange(0, 2).Draw(t, "class")),
+		TTL:  time.Duration(rapid.IntRange(1, 20).Draw(t, "ttl-s")) * time.Second,
+		Book: rapid.Bool().Draw(t, "book"),
+	}
+	if rapid.Bool().Draw(t, "has-deadline") {
+		req.Deadline = m.clock.Now().Add(time.Duration(rapid.IntRange(0, 10000).Draw(t, "deadline-ms")) * time.Millisecond)
+	}
+	a, errA := m.mem.Reserve(ctx, req)
+	b, errB := m.rs.Reserve(ctx, req)
+	sameError(t, errA, errB)
+	if errA != nil {
+		return
+	}
+	require.Equal(t, a.Granted, b.Granted, "granted: memory %+v, redis %+v", a, b)
+	require.Equal(t, a.Probe, b.Probe)
+	require.True(t, a.Now.Equal(b.Now))
+	if a.Granted {
+		sameLease(t, a.Lease, b.Lease)
+		m.memL[req.Call], m.rsL[req.Call] = a.Lease, b.Lease
+		return
+	}
+	require.Equal(t, a.Reason, b.Reason, "reason: memory %+v, redis %+v", a, b)
+	require.Equal(t, a.Binding, b.Binding)
+	require.Equal(t, a.Booked, b.Booked)
+	sameBlock(t, a.Block, b.Block)
+	// Redis rounds waits up to the microsecond, memory to the nanosecond.
+	d := b.RetryAt.Sub(a.RetryAt)
+	require.True(t, d >= 0 && d < time.Microsecond, "retryAt: memory %v, redis %v", a.RetryAt, b.RetryAt)
+	m.retryAt = b.RetryAt
+}
+
+func (m *diffModel) pick(t *rapid.T) (capacity.Lease, capacity.Lease, bool) {
+	call := m.call(t)
+	a, ok := m.memL[call]
+	if !ok {
+		return a, a, false
+	}
+	return a, m.rsL[call], true
+}
+
+func (m *diffModel) settle(t *rapid.T) {
+	a, b, ok := m.pick(t)
+	if !ok {
+		t.Skip()
+	}
+	final := a.Charges
+	for d := capacity.InputTokens; d <= capacity.Tokens; d++ {
+		final[d] = rapid.Int64Range(0, a.Charges[d]*2+10).Draw(t, "final")
+	}
+	ctx := context.Background()
+	sameError(t, m.mem.Settle(ctx, a, final), m.rs.Settle(ctx, b, final))
+	if rapid.Bool().Draw(t, "forget") {
+		delete(m.memL, a.Call)
+		delete(m.rsL, a.Call)
+	}
+}
+
+func (m *diffModel) release(t *rapid.T) {
+	a, b, ok := m.pick(t)
+	if !ok {
+		t.Skip()
+	}
+	ctx := context.Background()
+	sameError(t, m.mem.Release(ctx, a), m.rs.Release(ctx, b))
+}
+
+func (m *diffModel) releaseTicket(t *rapid.T) {
+	le := capacity.Lease{Scope: diffScope, Call: m.call(t)}
+	ctx := context.Background()
+	sameError(t, m.mem.Release(ctx, le), m.rs.Release(ctx, le))
+}
+
+func (m *diffModel) renew(t *rapid.T) {
+	a, b, ok := m.pick(t)
+	if !ok {
+		t.Skip()
+	}
+	// Renewals only extend here: MemoryStore.Renew does not lower its next
+	// expiry, so a renewal that shortens a lease keeps it (and its slot)
+	// past its new expiry there; this store reclaims it on time.
+	ttl := time.Duration(rapid.IntRange(20, 40).Draw(t, "ttl-s")) * time.Second
+	ctx := context.Background()
+	la, errA := m.mem.Renew(ctx, a, ttl)
+	lb, errB := m.rs.Renew(ctx, b, ttl)
+	sameError(t, errA, errB)
+	if errA == nil {
+		sameLease(t, la, lb)
+	}
+}
+
+func (m *diffModel) observe(t *rapid.T) {
+	var o capacity.Observation
+	for d := capacity.Requests; d <= capacity.Tokens; d++ {
+		if rapid.Bool().Draw(t, "dim-"+d.String()) {
+			o.Dims[d] = capacity.DimensionObservation{
+				// A reported limit on an unlimited dimension would make it
+				// limited (see drawLimits).
+				HasLimit: m.on[d] && rapid.Bool().Draw(t, "has-limit"), Limit: rapid.Int64Range(0, 100000).Draw(t, "limit"),
+				HasRemaining: rapid.Bool().Draw(t, "has-remaining"), Remaining: rapid.Int64Range(-10, 100000).Draw(t, "remaining"),
+			}
+		}
+	}
+	ob := o
+	if a, b, ok := m.pick(t); ok && rapid.Bool().Draw(t, "mark") {
+		o.Mark, ob.Mark = a.Mark, b.Mark
+	}
+	ctx := context.Background()
+	sameError(t, m.mem.Observe(ctx, diffScope, o), m.rs.Observe(ctx, diffScope, ob))
+}
+
+func (m *diffModel) block(t *rapid.T) {
+	b := capacity.Block{
+		Reason:     capacity.BlockReason(rapid.IntRange(1, 4).Draw(t, "reason")),
+		Until:      m.clock.Now().Add(time.Duration(rapid.IntRange(-2000, 8000).Draw(t, "until-ms")) * time.Millisecond),
+		Credential: rapid.Bool().Draw(t, "credential"),
+		Detail:     rapid.SampledFrom([]string{"", "quota x", "429"}).Draw(t, "detail"),
+	}
+	if rapid.Bool().Draw(t, "half-open") {
+		b.HalfOpen = time.Duration(rapid.IntRange(1, 10).Draw(t, "half-open-s")) * time.Second
+	}
+	ctx := context.Background()
+	sameError(t, m.mem.Block(ctx, diffScope, b), m.rs.Block(ctx, diffScope, b))
+}
+
+func (m *diffModel) unblock(t *rapid.T) {
+	cred := rapid.Bool().Draw(t, "credential")
+	ctx := context.Background()
+	sameError(t, m.mem.Unblock(ctx, diffScope, cred), m.rs.Unblock(ctx, diffScope, cred))
+}
+
+func (m *diffModel) compare(t *rapid.T) {
+	ctx := context.Background()
+	a, errA := m.mem.Snapshot(ctx, diffScope)
+	b, errB := m.rs.Snapshot(ctx, diffScope)
+	require.NoError(t, errA)
+	require.NoError(t, errB)
+	sameSnapshot(t, a, b)
+}
+
+func sameError(t *rapid.T, a, b error) {
+	t.Helper()
+	if a == nil || b == nil {
+		require.Equal(t, a == nil, b == nil, "errors: memory %v, redis %v", a, b)
+		return
+	}
+	for _, target := range []error{capacity.ErrDemandTooLarge, capacity.ErrStaleAttempt, capacity.ErrLeaseNotFound, capacity.ErrInvalidRequest} {
+		require.Equal(t, errors.Is(a, target), errors.Is(b, target), "errors: memory %v, redis %v", a, b)
+	}
+	var ta, tb *capacity.DemandTooLargeError
+	if errors.As(a, &ta) && errors.As(b, &tb) {
+		require.Equal(t, *ta, *tb)
+	}
+}
+
+func sameLease(t *rapid.T, a, b capacity.Lease) {
+	t.Helper()
+	ma, mb := a.Mark, b.Mark
+	a.Mark, b.Mark = capacity.Mark{}, capacity.Mark{}
+	require.True(t, a.GrantedAt.Equal(b.GrantedAt) && a.Expires.Equal(b.Expires), "times: memory %v, redis %v", a, b)
+	a.GrantedAt, b.GrantedAt, a.Expires, b.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	require.Equal(t, a, b)
+	require.Equal(t, ma.Valid, mb.Valid)
+	for d := range ma.Granted {
+		require.InDelta(t, ma.Granted[d], mb.Granted[d], 1e-6)
+	}
+}
+
+func sameBlock(t *rapid.T, a, b capacity.Block) {
+	t.Helper()
+	require.True(t, a.Until.Equal(b.Until), "block until: memory %v, redis %v", a.Until, b.Until)
+	a.Until, b.Until = time.Time{}, time.Time{}
+	require.Equal(t, a, b)
+}
+
+func sameSnapshot(t *rapid.T, a, b capacity.Snapshot) {
+	t.Helper()
+	require.True(t, a.Now.Equal(b.Now))
+	for d := range a.Level {
+		require.InDelta(t, a.Level[d], b.Level[d], 1e-6*math.Max(1, math.Abs(a.Level[d])), "level of %s", capacity.Dimension(d))
+		require.Equal(t, a.Budget[d].Limited, b.Budget[d].Limited)
+		require.InDelta(t, a.Budget[d].Rate, b.Budget[d].Rate, 1e-9)
+		require.InDelta(t, a.Budget[d].Capacity, b.Budget[d].Capacity, 1e-9)
+	}
+	require.Equal(t, a.Limits, b.Limits)
+	require.True(t, a.DayResetAt.Equal(b.DayResetAt), "day reset: memory %v, redis %v", a.DayResetAt, b.DayResetAt)
+	require.Equal(t, len(a.Leases), len(b.Leases), "leases: memory %v, redis %v", a.Leases, b.Leases)
+	for i := range a.Leases {
+		sameLease(t, a.Leases[i], b.Leases[i])
+	}
+	require.Equal(t, len(a.Tickets), len(b.Tickets), "tickets: memory %v, redis %v", a.Tickets, b.Tickets)
+	// The memory store leaves tickets with the same time in map order.
+	byTime := func(x, y capacity.Ticket) int {
+		if c := x.At.Truncate(time.Microsecond).Compare(y.At.Truncate(time.Microsecond)); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Call, y.Call)
+	}
+	slices.SortFunc(a.Tickets, byTime)
+	for i := range a.Tickets {
+		ta, tb := a.Tickets[i], b.Tickets[i]
+		d := tb.At.Sub(ta.At)
+		require.True(t, d >= 0 && d < time.Microsecond, "ticket at: memory %v, redis %v", ta.At, tb.At)
+		ta.At, tb.At, ta.Expires, tb.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		require.Equal(t, ta, tb)
+	}
+	require.Equal(t, len(a.Blocks), len(b.Blocks), "blocks: memory %v, redis %v", a.Blocks, b.Blocks)
+	for i := range a.Blocks {
+		sameBlock(t, a.Blocks[i], b.Blocks[i])
+	}
+}

@@ -1,0 +1,96 @@
+// Package redisstore is a capacity.Store held in Redis: every worker on every
+// machine that uses the same Redis and prefix shares one budget per quota
+// scope, and every decision is one atomic Lua script in Redis time.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379"})
+//	store, err := redisstore.New(rdb, redisstore.Options{})
+//	...
+//	defer store.Close()
+//
+// # Semantics
+//
+// The semantics are capacity.MemoryStore's, and the package runs the same
+// contract suite (capacity/storetest) plus a test that drives both stores
+// through random operations and requires the same answers: all-or-nothing
+// admission over every dimension, continuously refilling buckets that start
+// at the burst level, per-day windows rolled at the limits' DayBoundary
+// (computed in Go, rolled by the script when Redis time passes it), tickets,
+// idempotent (Call, Attempt) leases with supersession, leases reclaimed when
+// they expire by any later call on the scope (no sweeper), Observe with Mark
+// and lowered limits, scope and credential-wide (half-open) blocks, failure
+// counts. Times have microsecond resolution; RetryAt is rounded up to it.
+//
+// Concurrent reserves and settles of one Store on one scope share a round
+// trip (group commit): each is still decided on its own, atomically, in
+// arrival order, and each call takes part in exactly one round trip per
+// operation; a lone call is sent at once.
+//
+// # Clients, Cluster, ACL and TLS
+//
+// New takes any redis.UniversalClient: *redis.Client, a Sentinel failover
+// client (redis.NewFailoverClient), *redis.ClusterClient or *redis.Ring.
+// Redis 7.0 or later is required (sharded pub/sub). Every key and the
+// release channel of a scope begin with the hash tag of its credential,
+// {prefix:provider/credential}, so each script, a credential-wide block
+// included, touches one Cluster slot; see keys.go for the layout. Keys hold
+// names (Scope.Key), never secrets: Scope.Validate refuses key-shaped
+// credential names.
+//
+// Authentication and TLS are the client's: set Username and Password (Redis
+// ACL) and TLSConfig in redis.Options (or ClusterOptions, FailoverOptions).
+// The least a store's user needs, for the default prefix:
+//
+//	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
+//	  +evalsha +eval +ssubscribe +sunsubscribe +ping +hello +del
+//	  +time +get +mget +set +hget +hmget +hset +hdel +hgetall +hvals +pexpire
+//	  +zadd +zrem +zrange +zrevrange +zrangebyscore +zcard +spublish
+//
+// # Time
+//
+// Redis is the clock: scripts read TIME, so workers with skewed clocks agree.
+// Options.Clock replaces it for tests only.
+//
+// # Keys and their lifetime
+//
+// Each key's TTL says when it stops mattering: a scope's state when its
+// buckets are full again, its daily count resets (for a limited daily
+// budget), its leases have expired, its tickets lapsed, its block ended and
+// a provider-reported lower limit is forgotten (LoweredLimitMemory after the
+// last report); the lease key at its latest expiry; the credential block at
+// its end (a half-open block HalfOpenMemory later); a failure count ttl after
+// its last failure. No TTL is renewed by traffic beyond what the state needs.
+// The one key without a TTL is the credential's epoch, a small token.
+//
+// # Lost state
+//
+// A store that finds a credential's epoch gone or changed (Redis restarted
+// without persistence, failed over to a replica that missed writes, evicted
+// keys) drops whatever state of the credential remains and starts each
+// scope afresh at the burst level, like a new scope; Stats counts it. Leases
+// granted before the loss are unknown afterwards: settling one applies
+// nothing, renewing one returns capacity.ErrLeaseNotFound. Across a loss a
+// scope can grant up to one extra burst. Scripts reload on NOSCRIPT.
+//
+// # Waiting
+//
+// Store implements capacity.Notifier with sharded pub/sub: one subscription
+// per credential and store, fanned out locally. A release (settle, release,
+// an expired lease reclaimed, a block lifted) wakes the longest local waiter
+// of the scope in each worker, and a waiter that is granted with room left
+// wakes the next, so a thousand waiting calls cost Redis about one call per
+// release. Releases are published only while some caller may be waiting: no
+// later than the last RetryAt the scope handed out.
+//
+// # When Redis is unreachable
+//
+// Options.OnUnavailable chooses. FailClosed (the default): every operation
+// returns an error wrapping capacity.ErrStoreUnavailable (and the cause);
+// nothing is granted blind; capacity.Wait returns it. FallbackLocal: Reserve
+// admits from a local capacity.MemoryStore whose limits are the requested
+// ones scaled by Options.FallbackFraction, so N workers together stay under
+// N × FallbackFraction of the budget; a demand too large for the scaled
+// budget but not for the real one gets the unavailable error (a wait), never
+// a terminal capacity.DemandTooLargeError. Leases granted locally settle
+// locally; Redis never learns of them. In both cases the store stops dialling
+// for Options.ProbeInterval after a failure, and never panics.
+package redisstore

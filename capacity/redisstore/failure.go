@@ -1,0 +1,42 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// AddFailure implements capacity.Store. Each call's count is one small key,
+// shared by every worker and gone ttl after the call's last failure.
+func (s *Store) AddFailure(ctx context.Context, sc capacity.Scope, call string, ttl time.Duration) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if call == "" || ttl <= 0 {
+		return 0, fmt.Errorf("%w: AddFailure needs a call and a positive ttl", capacity.ErrInvalidRequest)
+	}
+	if err := sc.Validate(); err != nil {
+		return 0, err
+	}
+	err := s.down("addfailure")
+	if err == nil {
+		k := s.keysFor(sc)
+		var v any
+		v, err = scriptFailure.Run(ctx, s.rdb, []string{k.failure + call}, s.nowArg(), ttl.Microseconds()).Result()
+		if err == nil {
+			s.up()
+			n, ok := v.(int64)
+			if !ok {
+				return 0, fmt.Errorf("%w: addfailure: got %T, want an integer", ErrBadReply, v)
+			}
+			return int(n), nil
+		}
+		err = s.failed(ctx, "addfailure", err)
+	}
+	if s.fallback != nil && isUnavailable(err) {
+		return s.fallback.mem.AddFailure(ctx, sc, call, ttl)
+	}
+	return 0, err
+}

@@ -1,0 +1,71 @@
+package redisstore
+
+import "github.com/tollgate-dev/tollgate/capacity"
+
+// Key layout. Every key and the release channel of a scope begin with the
+// hash tag of its credential, {prefix:provider/credential}, so each script
+// (including a credential-wide block) touches one Redis Cluster slot:
+//
+//	{P:C}:epoch        the credential's epoch token (no TTL; see package doc)
+//	{P:C}:cb           credential-wide block; TTL: the block's end
+//	{P:C}:s:K          scope state (msgpack); TTL: when the scope stops mattering
+//	{P:C}:l:K          live leases by call; TTL: the latest expiry
+//	{P:C}:t:K          booked tickets by call; TTL: at least the latest lapse
+//	{P:C}:te:K         ticket lapse times (sorted set)
+//	{P:C}:ta:K         ticket times (sorted set)
+//	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
+//	{P:C}:n:K          release channel (sharded pub/sub)
+//
+// P is Options.Prefix, C is Scope.CredentialKey() and K is Scope.Key(): names,
+// path-escaped, never secrets (Scope.Validate refuses key-shaped names).
+const (
+	keyEpoch     = 0
+	keyCredBlock = 1
+	keyState     = 2
+	keyLeases    = 3
+	keyTickets   = 4
+	keyTicketExp = 5
+	keyTicketAt  = 6
+)
+
+// scopeKeys are the precomputed names of one scope.
+type scopeKeys struct {
+	scope    capacity.Scope
+	scopeKey string   // Scope.Key()
+	credKey  string   // Scope.CredentialKey()
+	keys     []string // the KEYS of every scope script, in key* order
+	channel  string
+	failure  string // prefix of failure keys; the call follows
+	batch    batcher
+}
+
+func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
+	tag := "{" + prefix + ":" + sc.CredentialKey() + "}"
+	k := sc.Key()
+	return &scopeKeys{
+		scope:    sc,
+		scopeKey: k,
+		credKey:  sc.CredentialKey(),
+		keys: []string{
+			keyEpoch:     tag + ":epoch",
+			keyCredBlock: tag + ":cb",
+			keyState:     tag + ":s:" + k,
+			keyLeases:    tag + ":l:" + k,
+			keyTickets:   tag + ":t:" + k,
+			keyTicketExp: tag + ":te:" + k,
+			keyTicketAt:  tag + ":ta:" + k,
+		},
+		channel: tag + ":n:" + k,
+		failure: tag + ":f:" + k + ":",
+	}
+}
+
+// keysFor returns sc's key names, cached per store.
+func (s *Store) keysFor(sc capacity.Scope) *scopeKeys {
+	if v, ok := s.keyCache.Load(sc); ok {
+		return v.(*scopeKeys)
+	}
+	k := newScopeKeys(s.opts.Prefix, sc)
+	v, _ := s.keyCache.LoadOrStore(sc, k)
+	return v.(*scopeKeys)
+}

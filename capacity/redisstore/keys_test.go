@@ -1,0 +1,167 @@
+package redisstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+var keysScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o mini", Credential: "team/a", Region: "eu"}
+
+func oneCharge() capacity.Charges {
+	var c capacity.Charges
+	c[capacity.Requests], c[capacity.RequestsPerDay], c[capacity.InFlight] = 1, 1, 1
+	return c
+}
+
+// allKeys returns every key of prefix with its TTL.
+func allKeys(t *testing.T, rdb *redis.Client, prefix string) map[string]time.Duration {
+	ctx := context.Background()
+	out := map[string]time.Duration{}
+	iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		ttl, err := rdb.PTTL(ctx, iter.Val()).Result()
+		require.NoError(t, err)
+		out[iter.Val()] = ttl
+	}
+	require.NoError(t, iter.Err())
+	return out
+}
+
+func TestKeyLayout(t *testing.T) {
+	k := newScopeKeys("tg", keysScope)
+	tag := "{tg:openai/team%2Fa}"
+	require.Equal(t, []string{
+		tag + ":epoch",
+		tag + ":cb",
+		tag + ":s:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":l:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":t:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":te:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":ta:openai/gpt-4o%20mini/team%2Fa/eu",
+	}, k.keys)
+	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
+	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)
+	// Every key and the channel share one hash tag: one Cluster slot.
+	for _, key := range append(k.keys, k.channel, k.failure+"call") {
+		require.True(t, strings.HasPrefix(key, tag), key)
+		require.Contains(t, key+":"+keysScope.Key(), keysScope.CredentialKey())
+	}
+	// A sibling scope on the same credential shares the tag (and the
+	// credential block key); another credential does not.
+	sib := keysScope
+	sib.LimitGroup = "o3"
+	require.Equal(t, k.keys[keyCredBlock], newScopeKeys("tg", sib).keys[keyCredBlock])
+	other := keysScope
+	other.Credential = "team-b"
+	require.NotEqual(t, k.keys[keyCredBlock], newScopeKeys("tg", other).keys[keyCredBlock])
+}
+
+// TestKeyTTLs: every key says when it stops mattering; only the epoch key
+// has no TTL. Nothing that traffic does keeps a key alive past its state.
+func TestKeyTTLs(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t, Options{})
+	ctx := context.Background()
+	prefix := s.opts.Prefix
+	k := s.keysFor(keysScope)
+	// 600/min, 1 s burst: 10 at once, full again 0.1 s after one grant.
+	l := capacity.Limits{RequestsPerMinute: 600, RequestsPerDay: 1000, SafetyMargin: 1, Burst: time.Second}
+	res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "c1", Attempt: 1, Charges: oneCharge(), TTL: 30 * time.Second})
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	require.NoError(t, s.Block(ctx, keysScope, capacity.Block{Reason: capacity.CredentialDisabled, Until: time.Now().Add(20 * time.Second), Credential: true}))
+	_, err = s.AddFailure(ctx, keysScope, "c1", 10*time.Second)
+	require.NoError(t, err)
+
+	keys := allKeys(t, rdb, prefix)
+	near := func(key string, want time.Duration) {
+		t.Helper()
+		got, ok := keys[key]
+		require.True(t, ok, "missing %s in %v", key, keys)
+		require.InDelta(t, (want + slack).Seconds(), got.Seconds(), 0.5, "%s: TTL %v, want %v + slack", key, got, want)
+	}
+	require.Equal(t, time.Duration(-1), keys[k.keys[keyEpoch]], "the epoch key has no TTL")
+	near(k.keys[keyLeases], 30*time.Second)                         // the latest lease expiry
+	near(k.keys[keyState], time.Until(l.DayReset.Next(time.Now()))) // today's count matters until the boundary
+	near(k.keys[keyCredBlock], 20*time.Second)                      // the block's end
+	near(k.failure+"c1", 10*time.Second)                            // forgotten then
+	require.Len(t, keys, 5, "no other keys: %v", keys)              // no ticket was booked
+
+	// Settled, the scope matters until its bucket is full again (0.1 s) and
+	// its daily count resets (the day boundary), not until a lease expiry.
+	require.NoError(t, s.Settle(ctx, res.Lease, res.Lease.Charges))
+	keys = allKeys(t, rdb, prefix)
+	_, ok := keys[k.keys[keyLeases]]
+	require.False(t, ok, "no lease left, no lease key")
+	require.InDelta(t, time.Until(l.DayReset.Next(time.Now())).Seconds(), keys[k.keys[keyState]].Seconds(), 2)
+
+	// Without a daily limit the state lives only until the bucket is full.
+	l.RequestsPerDay = 0
+	other := keysScope
+	other.Credential = "other" // not under the credential block
+	res, err = s.Reserve(ctx, capacity.Request{Scope: other, Limits: l, Call: "c2", Attempt: 1, Charges: oneCharge(), TTL: time.Second})
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	require.NoError(t, s.Settle(ctx, res.Lease, res.Lease.Charges))
+	ttl := rdb.PTTL(ctx, s.keysFor(other).keys[keyState]).Val()
+	require.InDelta(t, (time.Second + slack).Seconds(), ttl.Seconds(), 0.3, "full again in 0.1 s, the lease was until 1 s")
+}
+
+// TestStateLost: a store that finds its keys gone (restart, failover,
+// eviction) starts the scope at the burst level, and counts the reset.
+func TestStateLost(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t, Options{})
+	ctx := context.Background()
+	l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: 3 * time.Second} // 3 at once, 1/s
+	reserve := func(call string) capacity.Reservation {
+		res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: call, Attempt: 1, Charges: oneCharge()})
+		require.NoError(t, err)
+		return res
+	}
+	for i := range 3 {
+		require.True(t, reserve("a"+string(rune('0'+i))).Granted)
+	}
+	require.False(t, reserve("a3").Granted)
+
+	// Everything lost, as after a restart without persistence.
+	deleteKeys(t, rdb, s.opts.Prefix)
+	for i := range 3 {
+		require.True(t, reserve("b"+string(rune('0'+i))).Granted, "burst level after the loss")
+	}
+	require.False(t, reserve("b3").Granted)
+	require.Equal(t, int64(1), s.Stats().Resets)
+
+	// Only the epoch lost (evicted): the state it vouched for is dropped too.
+	require.NoError(t, rdb.Del(ctx, s.keysFor(keysScope).keys[keyEpoch]).Err())
+	for i := range 3 {
+		require.True(t, reserve("c"+string(rune('0'+i))).Granted)
+	}
+	require.Equal(t, int64(2), s.Stats().Resets)
+	snap, err := s.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	require.Len(t, snap.Leases, 3, "the leases of the lost state are gone with it")
+}
+
+// TestCorruptState: a key overwritten by something else is an error, never
+// a panic and never a grant.
+func TestCorruptState(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t, Options{})
+	ctx := context.Background()
+	l := capacity.Limits{RequestsPerMinute: 60}
+	_, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge()})
+	require.NoError(t, err)
+	require.NoError(t, rdb.Set(ctx, s.keysFor(keysScope).keys[keyState], "not msgpack \xc1", 0).Err())
+	res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "b", Attempt: 1, Charges: oneCharge()})
+	require.Error(t, err)
+	require.False(t, res.Granted)
+	require.NotErrorIs(t, err, capacity.ErrStoreUnavailable, "a bad key is not an outage")
+}

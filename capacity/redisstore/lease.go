@@ -1,0 +1,118 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// Settle implements capacity.Store. The release is announced to every
+// worker's waiters on the scope.
+func (s *Store) Settle(ctx context.Context, lease capacity.Lease, final capacity.Charges) error {
+	_, err := s.settle(ctx, lease, final)
+	return err
+}
+
+// settle settles lease and returns the store's time of the settlement (zero
+// if the scope's state was gone).
+func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity.Charges) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	if err := lease.Scope.Validate(); err != nil {
+		return time.Time{}, err
+	}
+	if s.fallback != nil && s.fallback.owns(lease) {
+		err := s.fallback.settle(ctx, lease, final)
+		s.notify.wake(lease.Scope.Key(), 1)
+		return time.Now(), err
+	}
+	if err := s.down("settle"); err != nil {
+		return time.Time{}, err
+	}
+	k := s.keysFor(lease.Scope)
+	delta := final.Sub(lease.Charges)
+	delta[capacity.InFlight] = 0
+	b1, b2 := s.knownBounds(k)
+	args := make([]any, 0, 11)
+	args = append(args, b1, b2, lease.Call, lease.ID)
+	for _, c := range delta {
+		args = append(args, c)
+	}
+	r, h, err := s.do(k, &op{ctx: ctx, kind: "s", args: args})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if kind := r.str(); r.err != nil || kind != "ok" {
+		return time.Time{}, fmt.Errorf("%w: settle: result %q %v", ErrBadReply, kind, r.err)
+	}
+	s.notify.wake(k.scopeKey, 1)
+	return h.now, nil
+}
+
+// Release implements capacity.Store. A Lease with an empty ID and a Call
+// releases that call's ticket, refunding the booked capacity.
+func (s *Store) Release(ctx context.Context, lease capacity.Lease) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := lease.Scope.Validate(); err != nil {
+		return err
+	}
+	if s.fallback != nil && (lease.ID == "" || s.fallback.owns(lease)) {
+		if err := s.fallback.release(ctx, lease); err != nil {
+			return err
+		}
+		if lease.ID != "" {
+			s.notify.wake(lease.Scope.Key(), 1)
+			return nil
+		}
+	}
+	if err := s.down("release"); err != nil {
+		return err
+	}
+	k := s.keysFor(lease.Scope)
+	b1, b2 := s.knownBounds(k)
+	args := append(s.commonArgs(k, b1, b2, 2), lease.Call, lease.ID)
+	if _, _, err := s.run(ctx, "release", scriptRelease, k, args); err != nil {
+		return err
+	}
+	s.notify.wake(k.scopeKey, 1)
+	return nil
+}
+
+// Renew implements capacity.Store.
+func (s *Store) Renew(ctx context.Context, lease capacity.Lease, ttl time.Duration) (capacity.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return capacity.Lease{}, err
+	}
+	if ttl <= 0 {
+		return capacity.Lease{}, fmt.Errorf("%w: ttl %v must be positive", capacity.ErrInvalidRequest, ttl)
+	}
+	if err := lease.Scope.Validate(); err != nil {
+		return capacity.Lease{}, err
+	}
+	if s.fallback != nil && s.fallback.owns(lease) {
+		return s.fallback.renew(ctx, lease, ttl)
+	}
+	if err := s.down("renew"); err != nil {
+		return capacity.Lease{}, err
+	}
+	k := s.keysFor(lease.Scope)
+	b1, b2 := s.knownBounds(k)
+	args := append(s.commonArgs(k, b1, b2, 3), lease.Call, lease.ID, ttl.Microseconds())
+	r, h, err := s.run(ctx, "renew", scriptRenew, k, args)
+	if err != nil {
+		return capacity.Lease{}, err
+	}
+	if h.kind != "G" {
+		return capacity.Lease{}, capacity.ErrLeaseNotFound
+	}
+	le := r.lease(lease.Scope, lease.Call)
+	if r.err != nil {
+		return capacity.Lease{}, r.err
+	}
+	return le, nil
+}

@@ -1,0 +1,108 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// signatureOf returns l's signature, cached per store: the canonical text
+// the reserve script compares to tell a changed limit, and parses when it
+// changed.
+func (s *Store) signatureOf(l capacity.Limits) string {
+	if v, ok := s.limitCache.Load(l); ok {
+		return v.(string)
+	}
+	sig := signature(l)
+	s.sigCache.LoadOrStore(sig, l)
+	s.limitCache.Store(l, sig)
+	return sig
+}
+
+// signature encodes l as text, fields separated by '|': version, the seven
+// limits in Dimension order, Burst in nanoseconds and in seconds (as Go
+// computes it, so the script's capacity is Limits.Budgets' to the bit),
+// TokenBurst, SafetyMargin, the day boundary's location by name, its offset,
+// and the location's offset at the unix epoch (to rebuild a fixed zone that
+// no zone database knows).
+func signature(l capacity.Limits) string {
+	name, off := "", 0
+	if loc := l.DayReset.Location; loc != nil {
+		name = loc.String()
+		_, off = time.Unix(0, 0).In(loc).Zone()
+	}
+	return fmt.Sprintf("2|%d|%d|%d|%d|%d|%d|%d|%d|%s|%d|%s|%s|%d|%d",
+		l.RequestsPerMinute, l.InputTokensPerMinute, l.OutputTokensPerMinute, l.TokensPerMinute,
+		l.RequestsPerDay, l.TokensPerDay, l.MaxInFlight, int64(l.Burst),
+		strconv.FormatFloat(l.Burst.Seconds(), 'g', -1, 64), l.TokenBurst,
+		strconv.FormatFloat(l.SafetyMargin, 'g', -1, 64), url.QueryEscape(name), int64(l.DayReset.Offset), off)
+}
+
+// limitsOf returns the Limits a signature stands for: from this store's cache,
+// else decoded (another worker's limits).
+func (s *Store) limitsOf(sig string) (capacity.Limits, error) {
+	if sig == "" {
+		return capacity.Limits{}, nil
+	}
+	if v, ok := s.sigCache.Load(sig); ok {
+		return v.(capacity.Limits), nil
+	}
+	return parseSignature(sig)
+}
+
+func parseSignature(sig string) (capacity.Limits, error) {
+	bad := func(err error) (capacity.Limits, error) {
+		return capacity.Limits{}, fmt.Errorf("%w: limits signature %q: %v", ErrBadReply, sig, err)
+	}
+	f := strings.Split(sig, "|")
+	if len(f) != 15 || f[0] != "2" {
+		return bad(errors.New("wrong shape"))
+	}
+	var n [8]int64
+	for i := range n {
+		v, err := strconv.ParseInt(f[1+i], 10, 64)
+		if err != nil {
+			return bad(err)
+		}
+		n[i] = v
+	}
+	tokenBurst, err := strconv.ParseInt(f[10], 10, 64)
+	if err != nil {
+		return bad(err)
+	}
+	margin, err := strconv.ParseFloat(f[11], 64)
+	if err != nil {
+		return bad(err)
+	}
+	name, err := url.QueryUnescape(f[12])
+	if err != nil {
+		return bad(err)
+	}
+	offset, err := strconv.ParseInt(f[13], 10, 64)
+	if err != nil {
+		return bad(err)
+	}
+	zone, err := strconv.Atoi(f[14])
+	if err != nil {
+		return bad(err)
+	}
+	l := capacity.Limits{
+		RequestsPerMinute: n[0], InputTokensPerMinute: n[1], OutputTokensPerMinute: n[2], TokensPerMinute: n[3],
+		RequestsPerDay: n[4], TokensPerDay: n[5], MaxInFlight: n[6], Burst: time.Duration(n[7]), TokenBurst: tokenBurst,
+		SafetyMargin: margin,
+		DayReset:     capacity.DayBoundary{Offset: time.Duration(offset)},
+	}
+	if name != "" {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			loc = time.FixedZone(name, zone)
+		}
+		l.DayReset.Location = loc
+	}
+	return l, nil
+}

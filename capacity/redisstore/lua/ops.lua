@@ -1,0 +1,302 @@
+-- ops.lua: a batch of Reserve and Settle operations on one scope, decided
+-- one after the other exactly as if each ran alone (MemoryStore.Reserve,
+-- MemoryStore.Settle): concurrent calls of one store share a round trip and
+-- the state is read and written once.
+-- ARGV from 6: ticket grace, then the operations, each a kind and its
+-- arguments:
+--   'r' reserve: day boundary, next boundary, limits signature, call,
+--       attempt, class, charges x7, ttl, deadline (0: none), book ('1')
+--       (16 arguments)
+--   's' settle:  day boundary, next boundary, call, lease id, final charges
+--       minus reserved x7 (in-flight 0) (11 arguments)
+-- Reply: {'B', now, epoch, reset, freed, result...}, one result per
+-- operation. A reserve's result:
+--   {'g', expires, room, probe, mark x7}  a fresh grant (the rest is the request)
+--   {'G', room, probe, lease x18}         a stored lease: a repeat or a claimed ticket
+--   {'d', reason, binding, retry at, booked[, block x6 if blocked]}
+--   {'x', dimension, charge, capacity}    too large
+--   {'s', live attempt}                   stale attempt
+-- A settle's: {'ok'}.
+
+local GRACE = tonumber(ARGV[6])
+local DENY_CAPACITY, DENY_BLOCKED, DENY_DEADLINE, DENY_DAILY, DENY_TICKET = 1, 2, 3, 4, 5
+local INFLIGHT = $ND - 1 -- as a capacity.Dimension
+local LEASES_NEW, TICKETS_NEW = false, false
+
+-- The operation being decided.
+local CALL, ATTEMPT, CLASS, TTL, DEADLINE, BOOK
+local C = {}
+local UNDO_SCOPE, PROBE, CLAIM_CRED
+
+-- install_limits installs a request's limits (memScope.setLimits): a new
+-- scope starts each bucket at its burst capacity; a changed limit keeps
+-- levels, clamped.
+local function install_limits(sig)
+  -- version|rpm|itpm|otpm|tpm|rpd|tpd|inflight|burst ns|burst s|token burst|margin|...
+  local f, pos = {}, 1
+  while true do
+    local j = string.find(sig, '|', pos, true)
+    if not j then
+      f[#f + 1] = string.sub(sig, pos)
+      break
+    end
+    f[#f + 1] = string.sub(sig, pos, j - 1)
+    pos = j + 1
+  end
+  for d = 1, $ND do S[$L + d] = tonumber(f[1 + d]) end
+  S[$BURST], S[$TBURST], S[$MARGIN] = tonumber(f[10]), tonumber(f[11]), tonumber(f[12])
+  local first = S[$STARTED] == 0
+  S[$STARTED], S[$SIG] = 1, sig
+  recompute()
+  if first then
+    S[$LAST] = NOW
+    for d = 1, $NB do S[$LV + d] = S[$CAP + d] end
+    S[$DE] = next_boundary()
+  else
+    for d = 1, $NB do
+      if S[$CAP + d] > 0 then S[$LV + d] = min(S[$LV + d], S[$CAP + d]) end
+    end
+  end
+end
+
+-- next_slot_at is the latest time a slot frees without any settle: the
+-- earliest live lease expiry.
+local function next_slot_at()
+  local t = scan_leases()
+  if t == 0 then return NOW end
+  return t
+end
+
+-- deny returns a denial; blk is a credential block, false for the scope's
+-- block, nil for none. The caller may wait until retry: releases are
+-- announced until then.
+local function deny(reason, binding, retry, booked, blk)
+  if retry > S[$WD] then S[$WD] = retry end
+  if UNDO_SCOPE then
+    for i = 1, 5 do S[$BLK + i] = UNDO_SCOPE[i] end
+  end
+  local r = {'d', reason, binding, retry, booked and 1 or 0}
+  if blk ~= nil then append_block(r, blk or nil) end
+  return r
+end
+
+-- grant stores the lease of CALL with charges c (at c[off + 1 .. off + 7]).
+local function grant(c, off)
+  if S[$NL] == 0 then LEASES_NEW = true end
+  local ex = NOW + TTL
+  local l = {ATTEMPT, CLASS, NOW, ex}
+  for d = 1, $ND do l[4 + d] = c[off + d] end
+  for d = 1, $ND do l[11 + d] = S[$G + d] end
+  put_lease(CALL, l)
+  S[$NL] = S[$NL] + 1
+  note_expiry(ex, $NE)
+  return l
+end
+
+-- granted completes a grant's result: room (whether another call could
+-- plausibly be granted now, so a woken waiter passes the wake-up on) and
+-- probe, at r[i] and r[i + 1].
+local function granted(r, i)
+  if CLAIM_CRED then
+    local b = {CB[1], NOW + CB[4], CB[3], CB[4], 1}
+    CB = b
+    call('SET', KEYS[$K_CB], mp_pack(b), 'PX', ceil((block_end(b[2], b[4]) - NOW + $SLACK_US) / 1000))
+  end
+  local room = slot_free()
+  for d = 1, $NB do
+    if S[$CAP + d] > 0 and S[$LV + d] < 1 then room = false end
+  end
+  r[i], r[i + 1] = room and 1 or 0, PROBE and 1 or 0
+  return r
+end
+
+-- reserve decides the reserve operation at ARGV[i + 1 ..].
+local function reserve(i)
+  BOUND1, BOUND2 = tonumber(ARGV[i + 1]) or 0, tonumber(ARGV[i + 2]) or 0
+  local sig = ARGV[i + 3]
+  CALL, ATTEMPT, CLASS = ARGV[i + 4], tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+  for d = 1, $ND do C[d] = tonumber(ARGV[i + 6 + d]) end
+  TTL, DEADLINE, BOOK = tonumber(ARGV[i + 14]), tonumber(ARGV[i + 15]), ARGV[i + 16] == '1'
+  UNDO_SCOPE, PROBE, CLAIM_CRED = nil, false, false
+
+  if S[$STARTED] == 0 or S[$SIG] ~= sig then install_limits(sig) end
+  advance()
+
+  -- A demand that can never fit is refused, never queued.
+  for d = 1, $ND do
+    local c = S[$CAP + d]
+    if c > 0 and C[d] > c then return {'x', d - 1, C[d], fstr(c)} end
+  end
+
+  -- Idempotency and attempt supersession.
+  local le = get_lease(CALL)
+  if le then
+    if le[1] == ATTEMPT then return append_lease({'G', 0, 0}, le) end
+    if le[1] > ATTEMPT then return {'s', le[1]} end
+    drop_lease(CALL) -- tokens stay spent
+  end
+
+  -- Blocks: the scope's and its credential's; the later end binds.
+  local cb = CB and CB[2] > NOW and CB
+  if S[$BLK] == 1 and S[$BLK + 2] > NOW then
+    if cb and cb[2] > S[$BLK + 2] then return deny(DENY_BLOCKED, 0, cb[2], false, cb) end
+    return deny(DENY_BLOCKED, 0, S[$BLK + 2], false, false)
+  end
+  if cb then return deny(DENY_BLOCKED, 0, cb[2], false, cb) end
+
+  -- A half-open block that has run out lets exactly one call through: the
+  -- probe holds the others off for the half-open time. A denied call gives
+  -- it back (the credential's is written only on a grant).
+  if S[$BLK] == 1 and S[$BLK + 4] > 0 and S[$BLK + 2] <= NOW then
+    UNDO_SCOPE = {S[$BLK + 1], S[$BLK + 2], S[$BLK + 3], S[$BLK + 4], S[$BLK + 5]}
+    S[$BLK + 2], S[$BLK + 5] = NOW + S[$BLK + 4], 1
+    PROBE = true
+  end
+  if CB and CB[4] > 0 and CB[2] <= NOW then CLAIM_CRED, PROBE = true, true end
+
+  -- A call holding a ticket claims it at its time without competing again.
+  local tk = get_ticket(CALL)
+  if tk then
+    if NOW < tk[1] then return deny(DENY_TICKET, 0, tk[1], true) end
+    if not slot_free() then return deny(DENY_CAPACITY, INFLIGHT, next_slot_at(), true) end
+    unbook(CALL)
+    return granted(append_lease({'G', 0, 0}, grant(tk, 3)), 2)
+  end
+
+  -- Per-day counters: a spent day is not booked; it resets at its boundary.
+  for j = 1, 2 do
+    local c = S[$CAP + $NB + j]
+    if c > 0 and S[$DU + j] + C[$NB + j] > c + $EPS then
+      return deny(DENY_DAILY, $NB + j - 1, S[$DE], false)
+    end
+  end
+
+  -- Per-minute buckets: the longest wait binds. While tickets hold part of
+  -- a bucket, a charge larger than the rest waits at least until the last of
+  -- them is due.
+  local wait, binding = 0, -1
+  for d = 1, $NB do
+    local cap, c = S[$CAP + d], C[d]
+    if cap > 0 and c ~= 0 then
+      local need = c - S[$LV + d]
+      if need > $EPS then
+        -- In nanoseconds first, as memScope.fitWait does (rounding float
+        -- noise away), then up to the microsecond.
+        local w = ceil(ceil(need / S[$RATE + d] * 1e9) / 1000)
+        if c > cap - S[$BK + d] + $EPS and S[$NT] > 0 then
+          local start, found = 0, false
+          while not found do
+            local ids = call('ZREVRANGE', KEYS[$K_TAT], start, start + 15, 'WITHSCORES')
+            if #ids == 0 then break end
+            for j = 1, #ids, 2 do
+              local t = get_ticket(ids[j])
+              if t and t[3 + d] > 0 then
+                local at = tonumber(ids[j + 1])
+                if at - NOW > w then w = at - NOW end
+                found = true
+                break
+              end
+            end
+            start = start + 16
+          end
+        end
+        if w > 0 and (w > wait or binding < 0) then wait, binding = w, d - 1 end
+      end
+    end
+  end
+  if binding < 0 and slot_free() then
+    charge(C, 0)
+    local l = grant(C, 0)
+    local r = {'g', l[4], 0, 0}
+    for d = 1, $ND do r[4 + d] = l[11 + d] end
+    return granted(r, 3)
+  end
+
+  local retry = NOW + wait
+  if binding < 0 then
+    binding = INFLIGHT
+    retry = next_slot_at()
+  end
+  if DEADLINE > 0 and retry > DEADLINE then
+    return deny(DENY_DEADLINE, binding, retry, false)
+  end
+  if BOOK and binding ~= INFLIGHT then
+    -- Book the future capacity now: the bucket goes negative, so later
+    -- callers queue behind this one.
+    charge(C, 0)
+    for d = 1, $NB do S[$BK + d] = S[$BK + d] + C[d] end
+    local t = {retry, retry + GRACE, CLASS}
+    for d = 1, $ND do t[3 + d] = C[d] end
+    if S[$NT] == 0 then TICKETS_NEW = true end
+    call('HSET', KEYS[$K_TICKETS], CALL, mp_pack(t))
+    call('ZADD', KEYS[$K_TEXP], t[2], CALL)
+    call('ZADD', KEYS[$K_TAT], retry, CALL)
+    S[$NT] = S[$NT] + 1
+    note_expiry(t[2], $TE)
+    return deny(DENY_CAPACITY, binding, retry, true)
+  end
+  return deny(DENY_CAPACITY, binding, retry, false)
+end
+
+-- settle decides the settle operation at ARGV[i + 1 ..]. On a scope whose
+-- state did not exist (before an earlier reserve of the batch made it) it
+-- does nothing, as MemoryStore.Settle on an unknown scope.
+local function settle(i)
+  if not LOADED then return {'ok'} end
+  BOUND1, BOUND2 = tonumber(ARGV[i + 1]) or 0, tonumber(ARGV[i + 2]) or 0
+  local c, id = ARGV[i + 3], ARGV[i + 4]
+  for d = 1, $ND do C[d] = tonumber(ARGV[i + 4 + d]) end
+  advance()
+  local le = get_lease(c)
+  if le and c .. '#' .. le[1] == id then
+    drop_lease(c)
+  else
+    -- The lease expired: its reservation stays spent; only debt applies.
+    for d = 1, $ND do C[d] = max(C[d], 0) end
+  end
+  charge(C, 0)
+  publish()
+  return {'ok'}
+end
+
+local ARGS = {r = 16, s = 11} -- arguments after the kind
+local has_reserve = false
+local i = 7
+while ARGV[i] do
+  if not ARGS[ARGV[i]] then return redis.error_reply('tollgate: unknown operation ' .. ARGV[i]) end
+  if ARGV[i] == 'r' then has_reserve = true end
+  i = i + 1 + ARGS[ARGV[i]]
+end
+
+local out = {'B', NOW, '', 0, 0}
+if not load(has_reserve) then
+  -- Nothing to settle: the scope's state is gone (expired or lost).
+  i = 7
+  while ARGV[i] do
+    out[#out + 1] = {'ok'}
+    i = i + 1 + ARGS[ARGV[i]]
+  end
+  out[3], out[4] = EP, RESET
+  return out
+end
+local calls = {}
+i = 7
+while ARGV[i] do
+  calls[#calls + 1] = ARGV[i + (ARGV[i] == 'r' and 4 or 3)]
+  i = i + 1 + ARGS[ARGV[i]]
+end
+prefetch_leases(calls)
+i = 7
+while ARGV[i] do
+  local kind = ARGV[i]
+  if kind == 'r' then
+    out[#out + 1] = reserve(i)
+    LOADED = true
+  else
+    out[#out + 1] = settle(i)
+  end
+  i = i + 1 + ARGS[kind]
+end
+save(LEASES_NEW, TICKETS_NEW)
+out[3], out[4], out[5] = EP, RESET, FREED
+return out

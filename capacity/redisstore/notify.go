@@ -1,0 +1,222 @@
+package redisstore
+
+import (
+	"container/list"
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// Released implements capacity.Notifier. Waiters on a scope form a local
+// FIFO queue. A release on the scope (a settle, a release, an expired lease
+// reclaimed; by this or any other worker, through one sharded pub/sub
+// subscription per scope per Store) closes the channel of the waiter at the
+// head of the queue only, and a waiter that is then granted while room is
+// left wakes the next: a thousand waiters cost Redis one Reserve per release,
+// not a thousand. stop closes the channel and leaves the queue.
+func (s *Store) Released(sc capacity.Scope) (<-chan struct{}, func()) {
+	if sc.Validate() != nil {
+		// No channel for a scope whose name may hold a secret; Reserve
+		// refuses it anyway.
+		return make(chan struct{}), func() {}
+	}
+	return s.notify.released(s.keysFor(sc))
+}
+
+// notifier fans release messages out to local waiters.
+type notifier struct {
+	s      *Store
+	queues sync.Map // scope key -> *waitQueue
+
+	mu     sync.Mutex
+	subs   map[string]*subscription // by credential key: one connection per hash slot
+	closed bool
+}
+
+// waitQueue is one scope's local waiters, oldest first.
+type waitQueue struct {
+	credKey string
+	n       atomic.Int64 // len(waiters), read without the lock
+	mu      sync.Mutex
+	waiters list.List // of *waiter
+}
+
+type waiter struct {
+	ch   chan struct{}
+	elem *list.Element
+	done bool
+}
+
+// subscription is one PubSub connection for the scopes of a credential.
+type subscription struct {
+	channels map[string]string // channel -> scope key
+	add      chan string
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func newNotifier(s *Store) *notifier {
+	return &notifier{s: s, subs: make(map[string]*subscription)}
+}
+
+func (n *notifier) queue(k *scopeKeys) *waitQueue {
+	if q, ok := n.queues.Load(k.scopeKey); ok {
+		return q.(*waitQueue)
+	}
+	q, loaded := n.queues.LoadOrStore(k.scopeKey, &waitQueue{credKey: k.credKey})
+	if !loaded {
+		n.subscribe(k)
+	}
+	return q.(*waitQueue)
+}
+
+func (n *notifier) released(k *scopeKeys) (<-chan struct{}, func()) {
+	q := n.queue(k)
+	w := &waiter{ch: make(chan struct{})}
+	q.mu.Lock()
+	w.elem = q.waiters.PushBack(w)
+	q.n.Add(1)
+	q.mu.Unlock()
+	return w.ch, func() {
+		q.mu.Lock()
+		q.end(w)
+		q.mu.Unlock()
+	}
+}
+
+// end closes w and takes it off the queue. It requires q.mu.
+func (q *waitQueue) end(w *waiter) {
+	if w.done {
+		return
+	}
+	w.done = true
+	q.waiters.Remove(w.elem)
+	q.n.Add(-1)
+	close(w.ch)
+}
+
+// wake closes the channels of the first count waiters on the scope; count < 0
+// wakes every one.
+func (n *notifier) wake(scopeKey string, count int) {
+	v, ok := n.queues.Load(scopeKey)
+	if !ok {
+		return
+	}
+	q := v.(*waitQueue)
+	if q.n.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for count != 0 {
+		e := q.waiters.Front()
+		if e == nil {
+			return
+		}
+		q.end(e.Value.(*waiter))
+		count--
+	}
+}
+
+// wakeCredential wakes the head of every queue on a credential (its state
+// was lost or the subscription came back: what waiters wait for changed).
+func (n *notifier) wakeCredential(credKey string) {
+	n.queues.Range(func(key, v any) bool {
+		if v.(*waitQueue).credKey == credKey {
+			n.wake(key.(string), 1)
+		}
+		return true
+	})
+}
+
+// subscribe makes sure k's release channel is subscribed; the subscription is
+// made in the background, so Released never waits for Redis.
+func (n *notifier) subscribe(k *scopeKeys) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	sub := n.subs[k.credKey]
+	if sub == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		sub = &subscription{channels: map[string]string{k.channel: k.scopeKey}, add: make(chan string, 64), ctx: ctx, cancel: cancel}
+		n.subs[k.credKey] = sub
+		go n.run(ctx, sub, k.channel)
+		return
+	}
+	if _, ok := sub.channels[k.channel]; !ok {
+		sub.channels[k.channel] = k.scopeKey
+		go func() {
+			select {
+			case sub.add <- k.channel:
+			case <-sub.ctx.Done():
+			}
+		}()
+	}
+}
+
+// run owns one PubSub: it subscribes, adds channels and delivers messages.
+// go-redis reconnects and resubscribes by itself after an outage.
+func (n *notifier) run(ctx context.Context, sub *subscription, first string) {
+	ps := n.s.rdb.SSubscribe(ctx, first)
+	defer ps.Close()
+	msgs := ps.ChannelWithSubscriptions()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ch := <-sub.add:
+			_ = ps.SSubscribe(ctx, ch) // recorded and resubscribed on reconnect even if this fails
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			n.deliver(sub, m)
+		}
+	}
+}
+
+func (n *notifier) deliver(sub *subscription, m any) {
+	var channel string
+	switch m := m.(type) {
+	case *redis.Message:
+		if m.Payload == n.s.id {
+			return // this instance already woke its own waiters
+		}
+		channel = m.Channel
+	case *redis.Subscription:
+		if !strings.HasPrefix(m.Kind, "ssubscribe") {
+			return
+		}
+		channel = m.Channel // (re)subscribed: releases may have been missed
+	default:
+		return
+	}
+	n.mu.Lock()
+	scopeKey, ok := sub.channels[channel]
+	n.mu.Unlock()
+	if ok {
+		n.wake(scopeKey, 1)
+	}
+}
+
+// close ends every subscription and wakes every waiter.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	for _, sub := range n.subs {
+		sub.cancel()
+	}
+	n.subs = map[string]*subscription{}
+	n.mu.Unlock()
+	n.queues.Range(func(key, _ any) bool {
+		n.wake(key.(string), -1)
+		return true
+	})
+}

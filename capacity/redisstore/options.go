@@ -1,0 +1,116 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// DefaultPrefix is the default Options.Prefix.
+const DefaultPrefix = "tollgate"
+
+// DefaultProbeInterval is the default Options.ProbeInterval.
+const DefaultProbeInterval = 500 * time.Millisecond
+
+// FailurePolicy says what a Store does while Redis cannot be reached.
+type FailurePolicy int
+
+const (
+	// FailClosed refuses admission: every operation returns an error wrapping
+	// capacity.ErrStoreUnavailable and nothing is dispatched blind. It is the
+	// default.
+	FailClosed FailurePolicy = iota
+	// FallbackLocal admits from a local capacity.MemoryStore whose limits are
+	// the requested ones scaled by Options.FallbackFraction. Leases it grants
+	// are settled, released and renewed locally; Redis never learns of them.
+	FallbackLocal
+)
+
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailClosed:
+		return "fail_closed"
+	case FallbackLocal:
+		return "fallback_local"
+	}
+	return fmt.Sprintf("failure_policy(%d)", int(p))
+}
+
+// Options configures a Store. The zero value is valid: prefix "tollgate",
+// Redis time, fail closed.
+type Options struct {
+	// Prefix begins every key and channel name, inside the hash tag. If empty,
+	// DefaultPrefix. It may not contain '{' or '}'.
+	Prefix string
+	// OnUnavailable is the policy while Redis cannot be reached. If zero,
+	// FailClosed.
+	OnUnavailable FailurePolicy
+	// FallbackFraction scales every limit of the local fallback budget
+	// (FallbackLocal only): each worker admits at most this fraction of each
+	// rate, burst, daily allowance and in-flight cap on its own (at least 1
+	// of each). Set it to at most 1 / the number of workers sharing a scope.
+	// Required with FallbackLocal; must be in (0, 1].
+	FallbackFraction float64
+	// ProbeInterval is how long the store stops trying Redis after it found
+	// it unreachable; calls in between fail (or fall back) at once. If zero,
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// TicketGrace is how long a booked ticket waits past its time for its
+	// call before it lapses. If zero, capacity.DefaultLeaseTTL.
+	TicketGrace time.Duration
+	// Clock, if set, replaces Redis TIME as the store's clock: its value is
+	// sent with every script. For tests only (the contract suite's manual
+	// clock); in production the Redis server is the one clock every worker
+	// agrees on.
+	Clock func() time.Time
+	// Logger receives warnings: Redis unreachable, state found lost. If nil,
+	// nothing is logged.
+	Logger *slog.Logger
+}
+
+// ErrInvalidOptions is returned (wrapped) by New for invalid Options.
+var ErrInvalidOptions = errors.New("redisstore: invalid options")
+
+// withDefaults validates o and fills its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return o, fmt.Errorf("%w: Prefix %q contains '{' or '}' (it sits inside the hash tag)", ErrInvalidOptions, o.Prefix)
+	}
+	switch o.OnUnavailable {
+	case FailClosed:
+		if o.FallbackFraction != 0 {
+			return o, fmt.Errorf("%w: FallbackFraction is set but OnUnavailable is %v; set OnUnavailable to FallbackLocal", ErrInvalidOptions, o.OnUnavailable)
+		}
+	case FallbackLocal:
+		f := o.FallbackFraction
+		if f == 0 {
+			return o, fmt.Errorf("%w: FallbackLocal needs FallbackFraction, at most 1 / the number of workers", ErrInvalidOptions)
+		}
+		if math.IsNaN(f) || f < 0 || f > 1 {
+			return o, fmt.Errorf("%w: FallbackFraction is %v; want in (0, 1]", ErrInvalidOptions, f)
+		}
+	default:
+		return o, fmt.Errorf("%w: OnUnavailable is %v", ErrInvalidOptions, o.OnUnavailable)
+	}
+	if o.ProbeInterval < 0 {
+		return o, fmt.Errorf("%w: ProbeInterval is %v; want >= 0 (0 means %v)", ErrInvalidOptions, o.ProbeInterval, DefaultProbeInterval)
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.TicketGrace < 0 {
+		return o, fmt.Errorf("%w: TicketGrace is %v; want >= 0 (0 means %v)", ErrInvalidOptions, o.TicketGrace, capacity.DefaultLeaseTTL)
+	}
+	if o.TicketGrace == 0 {
+		o.TicketGrace = capacity.DefaultLeaseTTL
+	}
+	return o, nil
+}

@@ -1,0 +1,106 @@
+package redisstore
+
+import (
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// TestBadReplies: a reply of the wrong shape is an ErrBadReply, never a
+// panic.
+func TestBadReplies(t *testing.T) {
+	req := capacity.Request{Scope: keysScope, Call: "c", Attempt: 1, Charges: oneCharge()}
+	h := header{now: time.Unix(1, 0)}
+	for _, tc := range []struct {
+		name string
+		v    []any
+	}{
+		{"empty", []any{}},
+		{"unknown kind", []any{"z"}},
+		{"kind not a string", []any{int64(1)}},
+		{"grant cut short", []any{"g", int64(5)}},
+		{"grant with a string time", []any{"g", "soon", int64(0), int64(0), int64(1), int64(1), int64(1), int64(1), int64(1), int64(1), int64(1)}},
+		{"denial with a nil", []any{"d", int64(1), nil, int64(0), int64(0)}},
+		{"too large with a number capacity", []any{"x", int64(3), int64(600), int64(500)}},
+		{"too large with a bad number", []any{"x", int64(3), int64(600), "five hundred"}},
+		{"stale without attempt", []any{"s"}},
+		{"stored lease with a nested array", []any{"G", int64(0), int64(0), []any{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &reply{op: "test", v: tc.v}
+			require.NotPanics(t, func() {
+				_, _, err := parseReserve(r, h, req)
+				require.ErrorIs(t, err, ErrBadReply)
+			})
+		})
+	}
+	for _, v := range []any{nil, "OK", int64(3), map[any]any{}} {
+		_, err := newReply("test", v)
+		require.ErrorIs(t, err, ErrBadReply)
+	}
+	// A batch header that is not one.
+	r := &reply{op: "test", v: []any{"B", "now", "epoch", int64(0), int64(0)}}
+	r.header()
+	require.ErrorIs(t, r.err, ErrBadReply)
+}
+
+func TestParseReserve(t *testing.T) {
+	req := capacity.Request{Scope: keysScope, Call: "c", Attempt: 2, Class: capacity.Bulk, Charges: oneCharge()}
+	now := time.UnixMicro(1_800_000_000_000_000).UTC()
+	h := header{now: now}
+	mark := []any{int64(10), int64(0), int64(0), int64(0), int64(10), int64(0), int64(10)}
+	res, room, err := parseReserve(&reply{v: append([]any{"g", now.Add(time.Minute).UnixMicro(), int64(1), int64(1)}, mark...)}, h, req)
+	require.NoError(t, err)
+	require.True(t, room)
+	require.Equal(t, capacity.Reservation{
+		Granted: true, Probe: true, Now: now,
+		Lease: capacity.Lease{
+			ID: "c#2", Call: "c", Attempt: 2, Scope: keysScope, Charges: oneCharge(), Class: capacity.Bulk,
+			GrantedAt: now, Expires: now.Add(time.Minute),
+			Mark: capacity.Mark{Valid: true, Granted: [capacity.NumDimensions]float64{10, 0, 0, 0, 10, 0, 10}},
+		},
+	}, res)
+
+	res, _, err = parseReserve(&reply{v: []any{"d", int64(2), int64(0), now.Add(time.Second).UnixMicro(), int64(0),
+		int64(capacity.Cooldown), now.Add(time.Second).UnixMicro(), int64(1), "429", int64(5_000_000), int64(1)}}, h, req)
+	require.NoError(t, err)
+	require.Equal(t, capacity.Reservation{
+		Reason: capacity.DenyBlocked, RetryAt: now.Add(time.Second), Now: now,
+		Block: capacity.Block{Reason: capacity.Cooldown, Until: now.Add(time.Second), Credential: true, Detail: "429", HalfOpen: 5 * time.Second, Probing: true},
+	}, res)
+
+	_, _, err = parseReserve(&reply{v: []any{"x", int64(3), int64(600), "500.5"}}, h, req)
+	var tooLarge *capacity.DemandTooLargeError
+	require.ErrorAs(t, err, &tooLarge)
+	require.Equal(t, capacity.DemandTooLargeError{Dimension: capacity.Tokens, Charge: 600, Capacity: 500.5}, *tooLarge)
+}
+
+func TestSignatureRoundTrip(t *testing.T) {
+	pacific, err := time.LoadLocation("America/Los_Angeles")
+	require.NoError(t, err)
+	for _, l := range []capacity.Limits{
+		{},
+		{RequestsPerMinute: 500, TokensPerMinute: 30000, Burst: 1500 * time.Millisecond, TokenBurst: 9000, SafetyMargin: 0.9},
+		{RequestsPerDay: 1000, DayReset: capacity.DayBoundary{Location: pacific, Offset: time.Hour}},
+		{TokensPerDay: 7, DayReset: capacity.DayBoundary{Location: time.FixedZone("odd|zone name", -3*3600)}},
+	} {
+		got, err := parseSignature(signature(l))
+		require.NoError(t, err)
+		require.Equal(t, signature(l), signature(got))
+		require.Equal(t, l.DayReset.Next(time.Now()), got.DayReset.Next(time.Now()))
+	}
+	_, err = parseSignature("2|x")
+	require.ErrorIs(t, err, ErrBadReply)
+}
+
+// TestScriptsRender: every constant in the scripts is known.
+func TestScriptsRender(t *testing.T) {
+	left := regexp.MustCompile(`\$[A-Z_]+`)
+	for _, name := range []string{"common.lua", "ops.lua", "release.lua", "renew.lua", "observe.lua", "block.lua", "unblock.lua", "snapshot.lua", "blockcred.lua", "failure.lua"} {
+		require.Empty(t, left.FindAllString(render(mustRead("lua/"+name)), -1), name)
+	}
+}

@@ -1,0 +1,164 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// Reserve implements capacity.Store: one script decides the request
+// atomically over every dimension of the scope, in Redis time.
+func (s *Store) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return capacity.Reservation{}, err
+	}
+	if err := validateRequest(req); err != nil {
+		return capacity.Reservation{}, err
+	}
+	if err := s.down("reserve"); err != nil {
+		return s.reserveFallback(ctx, req, err)
+	}
+	k := s.keysFor(req.Scope)
+	res, room, err := s.reserve(ctx, k, req)
+	if err != nil {
+		return s.reserveFallback(ctx, req, err)
+	}
+	if room {
+		// Pass the wake-up on: a woken waiter was granted and there is more.
+		s.notify.wake(k.scopeKey, 1)
+	}
+	return res, nil
+}
+
+// reserve decides req in the scope's next batch. room reports that a grant
+// left room for another call.
+func (s *Store) reserve(ctx context.Context, k *scopeKeys, req capacity.Request) (capacity.Reservation, bool, error) {
+	sig := s.signatureOf(req.Limits)
+	if v, ok := s.dayCache.Load(k.scopeKey); !ok || v.(capacity.DayBoundary) != req.Limits.DayReset {
+		s.dayCache.Store(k.scopeKey, req.Limits.DayReset)
+	}
+	b1, b2 := s.bounds(req.Limits.DayReset)
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = capacity.DefaultLeaseTTL
+	}
+	var deadline int64
+	if !req.Deadline.IsZero() {
+		deadline = req.Deadline.UnixMicro()
+	}
+	args := make([]any, 0, 17)
+	args = append(args, b1, b2, sig, req.Call, req.Attempt, int(req.Class))
+	for _, c := range req.Charges {
+		args = append(args, c)
+	}
+	args = append(args, ttl.Microseconds(), deadline, flag(req.Book))
+	o := &op{ctx: ctx, kind: "r", args: args, onAbandon: func(o *op) {
+		// The caller gave up after its request was sent: give back a grant
+		// or a booked ticket.
+		res, _, err := parseReserve(o.res, o.h, req)
+		switch {
+		case err != nil:
+		case res.Granted:
+			_ = s.Release(context.WithoutCancel(ctx), res.Lease)
+		case res.Booked:
+			_ = s.Release(context.WithoutCancel(ctx), capacity.Lease{Scope: req.Scope, Call: req.Call})
+		}
+	}}
+	r, h, err := s.do(k, o)
+	if err != nil {
+		return capacity.Reservation{}, false, err
+	}
+	return parseReserve(r, h, req)
+}
+
+// parseReserve reads a reserve's result (see lua/ops.lua).
+func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservation, bool, error) {
+	res := capacity.Reservation{Now: h.now}
+	room := false
+	switch kind := r.str(); kind {
+	case "g": // a fresh grant: the lease is the request's
+		res.Granted = true
+		le := capacity.Lease{
+			ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
+			Charges: req.Charges, Class: req.Class, GrantedAt: h.now, Expires: r.time(),
+		}
+		room = r.int() == 1
+		res.Probe = r.int() == 1
+		le.Mark = r.mark()
+		res.Lease = le
+	case "G": // a stored lease: a repeat or a claimed ticket
+		res.Granted = true
+		room = r.int() == 1
+		res.Probe = r.int() == 1
+		res.Lease = r.lease(req.Scope, req.Call)
+	case "d":
+		res.Reason = capacity.DenyReason(r.int())
+		res.Binding = capacity.Dimension(r.int())
+		res.RetryAt = r.time()
+		res.Booked = r.int() == 1
+		if res.Reason == capacity.DenyBlocked {
+			res.Block = r.block()
+		}
+	case "x":
+		e := &capacity.DemandTooLargeError{Dimension: capacity.Dimension(r.int()), Charge: r.int(), Capacity: r.float()}
+		if r.err != nil {
+			return capacity.Reservation{}, false, r.err
+		}
+		return capacity.Reservation{}, false, e
+	case "s":
+		live := r.int()
+		if r.err != nil {
+			return capacity.Reservation{}, false, r.err
+		}
+		return capacity.Reservation{}, false, fmt.Errorf("%w: call has attempt %d live, asked for %d", capacity.ErrStaleAttempt, live, req.Attempt)
+	default:
+		if r.err == nil {
+			return capacity.Reservation{}, false, fmt.Errorf("%w: reserve: result kind %q", ErrBadReply, kind)
+		}
+	}
+	if r.err != nil {
+		return capacity.Reservation{}, false, r.err
+	}
+	return res, room, nil
+}
+
+// mark reads a lease's grant history (integers: sums of charges).
+func (r *reply) mark() capacity.Mark {
+	m := capacity.Mark{Valid: true}
+	for d := range m.Granted {
+		m.Granted[d] = float64(r.int())
+	}
+	return m
+}
+
+// lease reads a stored lease: attempt, class, granted at, expires, charges
+// x7, grant history x7.
+func (r *reply) lease(sc capacity.Scope, call string) capacity.Lease {
+	le := capacity.Lease{Call: call, Scope: sc}
+	le.Attempt = int(r.int())
+	le.Class = capacity.Class(r.int())
+	le.GrantedAt = r.time()
+	le.Expires = r.time()
+	for d := range le.Charges {
+		le.Charges[d] = r.int()
+	}
+	le.Mark = r.mark()
+	le.ID = capacity.LeaseID(call, le.Attempt)
+	return le
+}
+
+// block reads a block: reason, until, credential, detail, half-open,
+// probing. No reason and no end is no block.
+func (r *reply) block() capacity.Block {
+	b := capacity.Block{Reason: capacity.BlockReason(r.int()), Until: r.time()}
+	b.Credential = r.int() == 1
+	b.Detail = r.str()
+	b.HalfOpen = time.Duration(r.int()) * time.Microsecond
+	b.Probing = r.int() == 1
+	if b.Reason == 0 && b.Until.IsZero() {
+		return capacity.Block{}
+	}
+	return b
+}

@@ -1,0 +1,185 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// redisServer is a throwaway redis-server this test owns: no persistence,
+// so a restart loses every key and script.
+type redisServer struct {
+	t    testing.TB
+	port string
+	cmd  *exec.Cmd
+}
+
+// startRedis starts a redis-server on a free port (or on port, if set).
+func startRedis(t testing.TB, port string) *redisServer {
+	t.Helper()
+	return startRedisOn(t, port)
+}
+
+// startRedisArgs starts a redis-server on a free port with extra arguments.
+func startRedisArgs(t testing.TB, args ...string) *redisServer {
+	t.Helper()
+	return startRedisOn(t, "", args...)
+}
+
+func startRedisOn(t testing.TB, port string, args ...string) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not found: install Debian's redis-server (make redis does)")
+		}
+		t.Skip("redis-server not found")
+	}
+	if port == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		require.NoError(t, l.Close())
+	}
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
+	require.NoError(t, cmd.Start())
+	r := &redisServer{t: t, port: port, cmd: cmd}
+	t.Cleanup(r.kill)
+	rdb := redis.NewClient(&redis.Options{Addr: r.addr()})
+	defer rdb.Close()
+	require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil }, 10*time.Second, 10*time.Millisecond, "redis-server did not start")
+	return r
+}
+
+func (r *redisServer) addr() string { return "127.0.0.1:" + r.port }
+
+// kill stops the server with SIGKILL: nothing is saved.
+func (r *redisServer) kill() {
+	if r.cmd.ProcessState == nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	}
+}
+
+// TestRedisRestart: Redis is killed mid-run and restarted empty. Workers get
+// typed errors while it is down (fail closed; never a panic, never a blind
+// grant), reconnect, reload their scripts (NOSCRIPT → EVAL), detect the
+// lost state through the epoch and admit again from the burst level.
+func TestRedisRestart(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t, "")
+	limits := capacity.Limits{RequestsPerMinute: 1200, SafetyMargin: 1, Burst: time.Second} // 20/s, 20 at once
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "restart"}
+	var stores []*Store
+	for range 2 {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: 1})
+		defer rdb.Close()
+		s, err := New(rdb, Options{Prefix: "restart", ProbeInterval: 100 * time.Millisecond})
+		require.NoError(t, err)
+		defer s.Close()
+		stores = append(stores, s)
+	}
+
+	const slot = 250 * time.Millisecond
+	const run = 5 * time.Second
+	killAt, restartAt := 1500*time.Millisecond, 2500*time.Millisecond
+	type tally struct{ grants, denials, unavailable, other int }
+	timeline := make([]tally, run/slot+1)
+	var mu sync.Mutex
+	var otherErrs []error
+	start := time.Now()
+	record := func(f func(*tally)) {
+		mu.Lock()
+		f(&timeline[time.Since(start)/slot])
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w, s := range stores {
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var c capacity.Charges
+				c[capacity.Requests], c[capacity.InFlight] = 1, 1
+				for i := 0; ctx.Err() == nil; i++ {
+					req := capacity.Request{Scope: sc, Limits: limits, Call: fmt.Sprintf("w%d-g%d-%d", w, g, i), Attempt: 1, Charges: c}
+					res, err := s.Reserve(ctx, req)
+					switch {
+					case ctx.Err() != nil:
+						return
+					case errors.Is(err, capacity.ErrStoreUnavailable):
+						record(func(t *tally) { t.unavailable++ })
+						time.Sleep(20 * time.Millisecond)
+					case err != nil:
+						record(func(t *tally) { t.other++ })
+						mu.Lock()
+						otherErrs = append(otherErrs, err)
+						mu.Unlock()
+						time.Sleep(20 * time.Millisecond)
+					case res.Granted:
+						record(func(t *tally) { t.grants++ })
+						time.Sleep(5 * time.Millisecond)
+						_ = s.Settle(context.Background(), res.Lease, res.Lease.Charges)
+					default:
+						record(func(t *tally) { t.denials++ })
+						time.Sleep(max(res.RetryAt.Sub(res.Now), time.Millisecond))
+					}
+				}
+			}()
+		}
+	}
+	time.Sleep(killAt)
+	srv.kill()
+	time.Sleep(restartAt - killAt)
+	srv2 := startRedis(t, srv.port)
+	wg.Wait()
+
+	t.Logf("Redis (no persistence) killed at %v and restarted empty at %v; 2 workers × 4 goroutines, 20 requests/s, burst 20:", killAt, restartAt)
+	var before, after, during int
+	for i, s := range timeline {
+		at := time.Duration(i) * slot
+		if at >= run {
+			break
+		}
+		t.Logf("  [%4v, %4v) granted %3d  denied %3d  unavailable %3d  other errors %d", at, at+slot, s.grants, s.denials, s.unavailable, s.other)
+		switch {
+		case at+slot <= killAt:
+			before += s.grants
+		case at >= restartAt+slot:
+			after += s.grants
+		default:
+			during += s.unavailable
+		}
+	}
+	require.Empty(t, otherErrs, "every error while Redis was down wraps capacity.ErrStoreUnavailable")
+	require.Positive(t, during, "the outage was seen as ErrStoreUnavailable")
+	require.Positive(t, after, "admission resumed")
+	var resets int64
+	for _, s := range stores {
+		resets += s.Stats().Resets
+	}
+	require.Positive(t, resets, "the lost state was detected")
+	rdb := redis.NewClient(&redis.Options{Addr: srv2.addr()})
+	defer rdb.Close()
+	stats, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	require.Contains(t, stats, "cmdstat_eval:", "scripts were reloaded with EVAL after NOSCRIPT")
+	t.Logf("grants: %d in the %v before the kill (%.1f/s), %d in the %v from %v (%.1f/s); %d resets detected; scripts reloaded: %s",
+		before, killAt, float64(before)/killAt.Seconds(), after, run-restartAt-slot, restartAt+slot, float64(after)/(run-restartAt-slot).Seconds(), resets,
+		strings.Fields(stats[strings.Index(stats, "cmdstat_eval:"):])[0])
+}

@@ -1,0 +1,127 @@
+package redisstore
+
+import (
+	"embed"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// slack is added to every key's TTL: a key outlives the moment it stops
+// mattering by this much, so clock jitter never drops live state.
+const slack = time.Second
+
+// LoweredLimitMemory is how long a provider-reported limit below the
+// configured one is remembered after the last report that said so, when the
+// scope is otherwise idle.
+const LoweredLimitMemory = time.Hour
+
+// HalfOpenMemory is how long a half-open block whose probe nobody claims is
+// kept after its half-open time: it ends with a probe, not on its own, but an
+// abandoned one is not kept forever.
+const HalfOpenMemory = 24 * time.Hour
+
+// Scripts: one per operation, each one round trip (EVALSHA, falling back to
+// EVAL on NOSCRIPT after a restart or failover).
+var (
+	scriptOps       = scopeScript("ops.lua")
+	scriptRelease   = scopeScript("release.lua")
+	scriptRenew     = scopeScript("renew.lua")
+	scriptObserve   = scopeScript("observe.lua")
+	scriptBlock     = scopeScript("block.lua")
+	scriptSnapshot  = scopeScript("snapshot.lua")
+	scriptUnblock   = scopeScript("unblock.lua")
+	scriptBlockCred = plainScript("blockcred.lua")
+	scriptFailure   = plainScript("failure.lua")
+)
+
+// scopeScript returns common.lua followed by name, as one script.
+func scopeScript(name string) *redis.Script {
+	return redis.NewScript(render(mustRead("lua/common.lua") + "\n" + mustRead("lua/"+name)))
+}
+
+func plainScript(name string) *redis.Script {
+	return redis.NewScript(render(mustRead("lua/" + name)))
+}
+
+// mustRead reads an embedded script; the files are part of the binary, so a
+// failure is a build defect caught by every test.
+func mustRead(name string) string {
+	b, err := luaFiles.ReadFile(name)
+	if err != nil {
+		panic("redisstore: missing embedded script " + name)
+	}
+	return string(b)
+}
+
+// layout is the flat state array of a scope (lua/common.lua) and the other
+// constants the scripts share with Go, written into the scripts as literals.
+var layout = map[string]string{
+	// State fields; per-dimension ones are OFFSET + d, d from 1.
+	"EPOCH":   "1",  // epoch token the state belongs to
+	"STARTED": "2",  // limits installed (0/1)
+	"SIG":     "3",  // limits signature
+	"L":       "3",  // configured limits, 4..10
+	"MARGIN":  "11", // SafetyMargin as set (0: default)
+	"BURST":   "12", // Burst in seconds as set (0: default)
+	"TBURST":  "13", // TokenBurst
+	"LO":      "13", // provider-reported lowered bucket limits, 14..17
+	"LOM":     "18", // when a lowering is forgotten
+	"LV":      "18", // bucket levels, 19..22
+	"BK":      "22", // booked by tickets, 23..26
+	"LAST":    "27", // when the levels were last refilled
+	"DU":      "27", // used today: requests, tokens (28, 29)
+	"DE":      "30", // end of the day window (0: pending)
+	"G":       "30", // cumulative granted, 31..37
+	"NL":      "38", // live leases
+	"NT":      "39", // booked tickets
+	"NE":      "40", // lower bound of the next lease expiry (0: none)
+	"MX":      "41", // upper bound of every lease and ticket expiry
+	"LK":      "42", // expiry given to the lease key
+	"TK":      "43", // expiry given to the ticket keys
+	"BLK":     "44", // scope block: present, then reason, until, detail, half-open, probing (45..49)
+	"CAP":     "49", // effective capacity, 50..56 (0: unlimited)
+	"RATE":    "56", // bucket refill per second, 57..60
+	"TE":      "61", // next ticket lapse (0: none)
+	"WD":      "62", // latest RetryAt handed out: releases are announced until then
+	"NSTATE":  "62",
+
+	// KEYS of a scope script, as in keys.go (1-based).
+	"K_EPOCH":   strconv.Itoa(keyEpoch + 1),
+	"K_CB":      strconv.Itoa(keyCredBlock + 1),
+	"K_STATE":   strconv.Itoa(keyState + 1),
+	"K_LEASES":  strconv.Itoa(keyLeases + 1),
+	"K_TICKETS": strconv.Itoa(keyTickets + 1),
+	"K_TEXP":    strconv.Itoa(keyTicketExp + 1),
+	"K_TAT":     strconv.Itoa(keyTicketAt + 1),
+
+	"NB":               strconv.Itoa(int(capacity.Tokens) + 1),
+	"ND":               strconv.Itoa(capacity.NumDimensions),
+	"EPS":              "1e-6", // as capacity's epsilon
+	"SLACK_US":         strconv.FormatInt(slack.Microseconds(), 10),
+	"SLACK_MS":         strconv.FormatInt(slack.Milliseconds(), 10),
+	"LOWERED_MEMORY":   strconv.FormatInt(LoweredLimitMemory.Microseconds(), 10),
+	"HALF_OPEN_MEMORY": strconv.FormatInt(HalfOpenMemory.Microseconds(), 10),
+	"DEF_MARGIN":       strconv.FormatFloat(capacity.DefaultSafetyMargin, 'g', -1, 64),
+	"DEF_BURST":        strconv.FormatFloat(capacity.DefaultBurst.Seconds(), 'g', -1, 64),
+}
+
+var constant = regexp.MustCompile(`\$[A-Z_]+`)
+
+// render writes the layout's constants into a script. A name it does not
+// know stays as is and fails to compile in Redis (and in TestScriptsRender).
+func render(src string) string {
+	return constant.ReplaceAllStringFunc(src, func(m string) string {
+		if v, ok := layout[m[1:]]; ok {
+			return v
+		}
+		return m
+	})
+}

@@ -1,0 +1,210 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// Store is a capacity.Store held in Redis: every worker on every machine that
+// uses the same Redis and prefix shares one budget per scope. Each operation
+// is decided by one Lua script in one round trip (concurrent reserves and
+// settles on a scope share theirs), atomically over every dimension of the
+// scope. It implements capacity.Notifier with sharded pub/sub.
+//
+// A Store is safe for concurrent use. Close it to end its subscriptions; it
+// never closes the client.
+type Store struct {
+	rdb  redis.UniversalClient
+	opts Options
+	id   string // this instance, in release messages, so it ignores its own
+
+	keyCache   sync.Map // capacity.Scope -> *scopeKeys
+	limitCache sync.Map // capacity.Limits -> signature
+	sigCache   sync.Map // signature -> capacity.Limits
+	dayCache   sync.Map // scope key -> capacity.DayBoundary, from Reserve
+	epochs     sync.Map // credential key -> epoch token last seen
+
+	notify   *notifier
+	fallback *fallback // nil with FailClosed
+
+	downUntil atomic.Int64 // unix nanoseconds; Redis is skipped until then
+	lastErr   atomic.Value // error: why Redis was last found unreachable
+
+	resets      atomic.Int64
+	unavailable atomic.Int64
+}
+
+var (
+	_ capacity.Store    = (*Store)(nil)
+	_ capacity.Notifier = (*Store)(nil)
+)
+
+// New returns a Store on rdb (a *redis.Client, *redis.ClusterClient, a
+// Sentinel failover client or a *redis.Ring). It does not contact Redis.
+func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("redisstore: instance id: %w", err)
+	}
+	s := &Store{rdb: rdb, opts: o, id: hex.EncodeToString(id[:])}
+	s.notify = newNotifier(s)
+	if o.OnUnavailable == FallbackLocal {
+		s.fallback = newFallback(o)
+	}
+	return s, nil
+}
+
+// Close ends the store's subscriptions and wakes every local waiter. The
+// client stays open. Using the store after Close is allowed; it no longer
+// announces releases from other workers.
+func (s *Store) Close() error {
+	s.notify.close()
+	return nil
+}
+
+// Stats are counters of one Store instance.
+type Stats struct {
+	// Resets counts the times this instance found a credential's state lost
+	// (Redis restarted without persistence, failed over, or evicted it).
+	Resets int64
+	// Unavailable counts operations that found Redis unreachable.
+	Unavailable int64
+	// FallbackLeases is the number of live leases granted by the local
+	// fallback budget.
+	FallbackLeases int
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	st := Stats{Resets: s.resets.Load(), Unavailable: s.unavailable.Load()}
+	if s.fallback != nil {
+		st.FallbackLeases = s.fallback.live()
+	}
+	return st
+}
+
+// now returns the clock argument of a script: empty for Redis TIME.
+func (s *Store) nowArg() string {
+	if s.opts.Clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.opts.Clock().UnixMicro(), 10)
+}
+
+// localNow is the best local guess of the store's clock, for computing day
+// boundaries.
+func (s *Store) localNow() time.Time {
+	if s.opts.Clock != nil {
+		return s.opts.Clock()
+	}
+	return time.Now()
+}
+
+// bounds returns the next two day boundaries of db around now, for a script
+// to roll the day window: the first boundary after an hour ago and the one
+// after it, so a Redis clock an hour off either way still finds its next one.
+func (s *Store) bounds(db capacity.DayBoundary) (int64, int64) {
+	b1 := db.Next(s.localNow().Add(-time.Hour))
+	return ceilMicros(b1), ceilMicros(db.Next(b1))
+}
+
+// knownBounds returns bounds for sc's day boundary if this store has seen it
+// (from a Reserve), else empty arguments: the window then rolls and its end
+// is set by the next Reserve.
+func (s *Store) knownBounds(k *scopeKeys) (any, any) {
+	v, ok := s.dayCache.Load(k.scopeKey)
+	if !ok {
+		return "", ""
+	}
+	b1, b2 := s.bounds(v.(capacity.DayBoundary))
+	return b1, b2
+}
+
+// commonArgs returns ARGV[1..5] of a scope script.
+func (s *Store) commonArgs(k *scopeKeys, b1, b2 any, extra int) []any {
+	args := make([]any, 0, 5+extra)
+	return append(args, s.nowArg(), s.id, k.channel, b1, b2)
+}
+
+// run runs script on the scope's keys and checks its reply header. It
+// returns the reply positioned after the header.
+func (s *Store) run(ctx context.Context, op string, script *redis.Script, k *scopeKeys, args []any) (*reply, header, error) {
+	v, err := script.Run(ctx, s.rdb, k.keys, args...).Result()
+	if err != nil {
+		return nil, header{}, s.failed(ctx, op, err)
+	}
+	s.up()
+	r, err := newReply(op, v)
+	if err != nil {
+		return nil, header{}, err
+	}
+	h := r.header()
+	if r.err != nil {
+		return nil, header{}, r.err
+	}
+	s.noteEpoch(k, h)
+	if h.freed > 0 {
+		s.notify.wake(k.scopeKey, 1)
+	}
+	return r, h, nil
+}
+
+// header is what every scope script reply begins with.
+type header struct {
+	kind  string
+	now   time.Time
+	epoch string
+	reset bool
+	freed int64
+}
+
+func (r *reply) header() header {
+	return header{kind: r.str(), now: r.time(), epoch: r.str(), reset: r.int() == 1, freed: r.int()}
+}
+
+// noteEpoch counts a change of a credential's epoch seen by this instance:
+// its state was lost and budgets restarted at the burst level.
+func (s *Store) noteEpoch(k *scopeKeys, h header) {
+	prev, loaded := s.epochs.Load(k.credKey)
+	changed := loaded && prev.(string) != h.epoch
+	if !loaded || changed {
+		s.epochs.Store(k.credKey, h.epoch)
+	}
+	if !changed && !(loaded && h.reset) {
+		return
+	}
+	s.resets.Add(1)
+	if l := s.opts.Logger; l != nil {
+		l.Warn("tollgate: Redis state of a credential was lost; its budgets restart at the burst level",
+			"credential", k.credKey, "scope", k.scopeKey)
+	}
+	s.notify.wakeCredential(k.credKey)
+}
+
+// ceilMicros returns t in unix microseconds, rounded up.
+func ceilMicros(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.Nanosecond()%1000 != 0 {
+		us++
+	}
+	return us
+}
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }

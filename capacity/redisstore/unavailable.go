@@ -1,0 +1,67 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// failed turns a Redis error into the error an operation returns: the
+// context's error if it ended, a wrapped capacity.ErrStoreUnavailable if Redis
+// cannot be reached (and Redis is skipped for ProbeInterval), else the error.
+func (s *Store) failed(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return ctx.Err()
+	}
+	if !unreachable(err) {
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	s.unavailable.Add(1)
+	s.lastErr.Store(err)
+	if s.downUntil.Swap(time.Now().Add(s.opts.ProbeInterval).UnixNano()) == 0 {
+		if l := s.opts.Logger; l != nil {
+			l.Warn("tollgate: Redis unreachable", "op", op, "err", err, "policy", s.opts.OnUnavailable.String())
+		}
+	}
+	return fmt.Errorf("redisstore: %s: %w: %w", op, capacity.ErrStoreUnavailable, err)
+}
+
+// down reports whether Redis was found unreachable less than ProbeInterval
+// ago, with the error that said so.
+func (s *Store) down(op string) error {
+	until := s.downUntil.Load()
+	if until == 0 || time.Now().UnixNano() >= until {
+		return nil
+	}
+	s.unavailable.Add(1)
+	cause, _ := s.lastErr.Load().(error)
+	return fmt.Errorf("redisstore: %s: %w (Redis unreachable; next try within %v): %w", op, capacity.ErrStoreUnavailable, s.opts.ProbeInterval, cause)
+}
+
+// up records that Redis answered.
+func (s *Store) up() {
+	if s.downUntil.Load() != 0 {
+		s.downUntil.Store(0)
+	}
+}
+
+// unreachable reports whether err means Redis could not serve the request
+// (network, pool, a server that is loading, read-only or out of memory),
+// as opposed to a reply it gave.
+func unreachable(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return !errors.Is(err, redis.Nil)
+	}
+	for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "NOREPLICAS"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,6 @@
+package redisstore
+
+import "github.com/tollgate-dev/tollgate/capacity"
+
+// validateRequest checks req exactly as capacity.MemoryStore does.
+func validateRequest(r capacity.Request) error { return r.Validate() }
