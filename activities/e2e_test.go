@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/testsuite"
 )
 
@@ -35,6 +36,13 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("Anthropic", func(t *testing.T) {
 		res := runGoodput(t, &e.harness, "gated", spec("Messages", modelAnthropic))
 		assertGoodput(t, measure(e.fp, scope(modelAnthropic), testsuite.InputTokens), res)
+	})
+	t.Run("TwoWorkersOneRedisBudget", func(t *testing.T) {
+		// Two workers, each with its own Redis store on the same Redis: one
+		// budget, shared.
+		startRedisWorkers(t, e, "gated-redis", 2, map[string]capacity.Limits{modelRedis: ours(openAILimits)})
+		res := runGoodput(t, &e.harness, "gated-redis", spec("Chat", modelRedis))
+		assertGoodput(t, measure(e.fp, scope(modelRedis), testsuite.Tokens), res)
 	})
 	t.Run("Naive", func(t *testing.T) {
 		s := spec("Chat", modelNaive)

@@ -29,6 +29,7 @@ const (
 	modelAnthropic = "claude-sonnet-4-5"
 	modelNaive     = "gpt-4.1-mini"
 	modelShared    = "gpt-4.1-nano"
+	modelRedis     = "gpt-4.1"
 )
 
 // Limits scaled so that each run of 200 calls takes about ten seconds.
@@ -69,6 +70,7 @@ func setup(t *testing.T) *e2e {
 			{Name: modelAnthropic, Provider: testsuite.Anthropic, Limits: anthropicLimits},
 			{Name: modelNaive, Provider: testsuite.OpenAI, Limits: openAILimits},
 			{Name: modelShared, Provider: testsuite.OpenAI, Limits: openAILimits},
+			{Name: modelRedis, Provider: testsuite.OpenAI, Limits: openAILimits},
 		},
 		Keys:    []string{e2eKey},
 		Seed:    7,
