@@ -100,6 +100,31 @@ func TestEndToEndOnDevServer(t *testing.T) {
 		assert.True(t, info.GetNonRetryable())
 	})
 
+	t.Run("a plugin on both client and worker gates once", func(t *testing.T) {
+		twiceStore := capacity.NewMemoryStore(capacity.MemoryOptions{})
+		// 10 tokens/s in a 600-token bucket: a second settle's debt would show.
+		l := capacity.Limits{RequestsPerMinute: 6000, TokensPerMinute: 600, SafetyMargin: 1, Burst: time.Minute}
+		twice, err := interceptor.NewPlugin(interceptor.Options{
+			Store:  twiceStore,
+			Limits: func(capacity.Scope) (capacity.Limits, bool) { return l, true },
+		})
+		require.NoError(t, err)
+		c2, err := client.NewClientFromExisting(c, client.Options{Plugins: []client.Plugin{twice}})
+		require.NoError(t, err)
+		w2 := worker.New(c2, "tollgate-e2e-twice", worker.Options{Plugins: []worker.Plugin{twice}})
+		w2.RegisterActivityWithOptions(acts.Chat, activity.RegisterOptions{Name: "Chat"})
+		w2.RegisterWorkflow(E2EChatWorkflow)
+		require.NoError(t, w2.Start())
+		defer w2.Stop()
+		run, err := c2.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "e2e-twice", TaskQueue: "tollgate-e2e-twice"}, E2EChatWorkflow, call("gpt-4o", "team-a"), int32(0))
+		require.NoError(t, err)
+		require.NoError(t, run.Get(ctx, nil))
+		snap, err := twiceStore.Snapshot(ctx, gpt4o)
+		require.NoError(t, err)
+		// 100 tokens used (61 reserved) leave 500 of 600, plus a few seconds' refill at 10/s.
+		assert.InDelta(t, 520, snap.Level[capacity.Tokens], 20, "charged and settled once")
+	})
+
 	t.Run("a small MaximumAttempts is refused", func(t *testing.T) {
 		calls := provider.calls.Load()
 		err := start("e2e-misconfigured", 3).Get(ctx, nil)
