@@ -1,0 +1,52 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// Scopes lists the scopes that have state in Redis under the store's
+// prefix, sorted by key: every scope some worker used recently enough that
+// its state has not expired. It scans (SCAN, on every master of a cluster),
+// so it is for operators and tools, not for the admission path.
+func (s *Store) Scopes(ctx context.Context) ([]capacity.Scope, error) {
+	match := "{" + s.opts.Prefix + ":*}:s:*"
+	seen := map[string]capacity.Scope{}
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			i := strings.Index(key, "}:s:")
+			if i < 0 {
+				continue
+			}
+			sc, err := capacity.ParseScopeKey(key[i+len("}:s:"):])
+			if err != nil {
+				continue // not a scope key of ours
+			}
+			seen[sc.Key()] = sc
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: listing scopes: %v", capacity.ErrStoreUnavailable, err)
+	}
+	out := make([]capacity.Scope, 0, len(seen))
+	for _, sc := range seen {
+		out = append(out, sc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out, nil
+}
