@@ -46,6 +46,46 @@ type Limits struct {
 	SafetyMargin float64
 	// DayReset says when per-day counters reset. The zero value is midnight UTC.
 	DayReset DayBoundary
+
+	// StandardFloor and BulkFloor protect higher classes: the fraction [0, 1)
+	// of every budget (each bucket, the daily allowance, the in-flight slots)
+	// that Standard, respectively Bulk, calls may not consume. Interactive
+	// calls may use everything. In a continuously refilling bucket a floor
+	// costs lower classes no steady-state throughput, only burst. Zero: no
+	// floor. BulkFloor must be at least StandardFloor.
+	StandardFloor float64
+	BulkFloor     float64
+	// AgingAfter lifts a waiting call one class (Bulk to Standard, Standard
+	// to Interactive) for each AgingAfter it has waited since Request.Since,
+	// so long-waiting work is not starved. Zero: no aging.
+	AgingAfter time.Duration
+}
+
+// floor returns the fraction of every budget that class c may not consume.
+func (l Limits) floor(c Class) float64 {
+	switch c {
+	case Standard:
+		return l.StandardFloor
+	case Bulk:
+		return l.BulkFloor
+	}
+	return 0
+}
+
+// effectiveClass is c lifted one class for each AgingAfter waited since
+// since (zero: never).
+func (l Limits) effectiveClass(c Class, since, now time.Time) Class {
+	if l.AgingAfter <= 0 || since.IsZero() || c == Interactive {
+		return c
+	}
+	for waited := now.Sub(since); waited >= l.AgingAfter && c != Interactive; waited -= l.AgingAfter {
+		if c == Bulk {
+			c = Standard
+		} else {
+			c = Interactive
+		}
+	}
+	return c
 }
 
 // DayBoundary is the daily reset time of per-day limits: midnight plus Offset
@@ -101,6 +141,20 @@ func (l Limits) Validate() error {
 	}
 	if math.IsNaN(l.SafetyMargin) || l.SafetyMargin < 0 || l.SafetyMargin > 1 {
 		return fmt.Errorf("%w: SafetyMargin is %v; want in (0, 1] (0 means %v)", ErrInvalidLimits, l.SafetyMargin, DefaultSafetyMargin)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"StandardFloor", l.StandardFloor}, {"BulkFloor", l.BulkFloor}} {
+		if math.IsNaN(f.v) || f.v < 0 || f.v >= 1 {
+			return fmt.Errorf("%w: %s is %v; want in [0, 1)", ErrInvalidLimits, f.name, f.v)
+		}
+	}
+	if l.BulkFloor < l.StandardFloor {
+		return fmt.Errorf("%w: BulkFloor %v is below StandardFloor %v; bulk work may not take more than standard work", ErrInvalidLimits, l.BulkFloor, l.StandardFloor)
+	}
+	if l.AgingAfter < 0 {
+		return fmt.Errorf("%w: AgingAfter is %v; want >= 0 (0 means no aging)", ErrInvalidLimits, l.AgingAfter)
 	}
 	if l.DayReset.Offset < 0 || l.DayReset.Offset >= 24*time.Hour {
 		return fmt.Errorf("%w: DayReset.Offset is %v; want in [0, 24h)", ErrInvalidLimits, l.DayReset.Offset)

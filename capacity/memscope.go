@@ -154,9 +154,11 @@ func (m *memScope) activeBlock(now time.Time) (Block, bool) {
 	return Block{}, false
 }
 
-func (m *memScope) slotFree() bool {
+// slotFree reports whether a call whose class may not consume floor (a
+// fraction) of the in-flight slots finds one free.
+func (m *memScope) slotFree(floor float64) bool {
 	b := m.budgets[InFlight]
-	return !b.Limited || float64(m.inflight) < b.Capacity
+	return !b.Limited || float64(m.inflight) < b.Capacity-math.Floor(floor*b.Capacity)
 }
 
 // nextSlotAt is the latest time a slot frees without any settle: the earliest
@@ -219,12 +221,14 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 	return tk, true
 }
 
-// fitWait returns how long until c fits in bucket d with no other traffic.
-// While tickets hold part of the bucket, a charge larger than the rest waits
-// at least until the last of them is due.
-func (m *memScope) fitWait(d int, c float64, now time.Time) time.Duration {
+// fitWait returns how long until c fits in bucket d with no other traffic,
+// leaving floor (a fraction of the bucket) untouched — or, for a charge
+// larger than the rest of the bucket, until the bucket is full. While
+// tickets hold part of the bucket, a charge larger than the rest waits at
+// least until the last of them is due.
+func (m *memScope) fitWait(d int, c, floor float64, now time.Time) time.Duration {
 	b := m.budgets[d]
-	need := c - m.level[d]
+	need := math.Min(c+floor*b.Capacity, b.Capacity) - m.level[d]
 	if need <= epsilon {
 		return 0
 	}

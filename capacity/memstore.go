@@ -3,6 +3,7 @@ package capacity
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -207,7 +208,7 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 			deny.Reason, deny.RetryAt, deny.Booked = DenyTicket, tk.At, true
 			return deny, nil
 		}
-		if !st.slotFree() {
+		if !st.slotFree(st.limits.floor(st.limits.effectiveClass(tk.Class, req.Since, now))) {
 			deny.Reason, deny.Binding, deny.RetryAt, deny.Booked = DenyCapacity, InFlight, st.nextSlotAt(now), true
 			return deny, nil
 		}
@@ -215,10 +216,14 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		return Reservation{Granted: true, Lease: st.grantLease(req, tk.Charges, false, now, ttl), Now: now}, nil
 	}
 
+	// The class's floor: the part of every budget it may not consume.
+	floor := st.limits.floor(st.limits.effectiveClass(req.Class, req.Since, now))
+
 	// Per-day counters: a spent day is not booked; it resets at its boundary.
 	for _, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
 		b := st.budgets[d]
-		if b.Limited && st.dayUsed[d-RequestsPerDay]+float64(req.Charges[d]) > b.Capacity+epsilon {
+		allowance := math.Max(b.Capacity-math.Floor(floor*b.Capacity), float64(req.Charges[d])) // a large call may use a fresh day
+		if b.Limited && st.dayUsed[d-RequestsPerDay]+float64(req.Charges[d]) > allowance+epsilon {
 			deny.Reason, deny.Binding, deny.RetryAt = DenyDailyQuota, d, st.dayEnd
 			return deny, nil
 		}
@@ -232,11 +237,11 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		if !st.budgets[d].Limited || c == 0 {
 			continue
 		}
-		if w := st.fitWait(d, c, now); w > 0 && (w > wait || binding < 0) {
+		if w := st.fitWait(d, c, floor, now); w > 0 && (w > wait || binding < 0) {
 			wait, binding = w, Dimension(d)
 		}
 	}
-	slot := st.slotFree()
+	slot := st.slotFree(floor)
 	if binding < 0 && slot {
 		return Reservation{Granted: true, Lease: st.grantLease(req, req.Charges, true, now, ttl), Now: now}, nil
 	}

@@ -67,6 +67,11 @@ func drawLimits(t *rapid.T) capacity.Limits {
 		}
 		return 0
 	}
+	floors := [2]float64{}
+	if rapid.Bool().Draw(t, "floors") {
+		floors[0] = rapid.Float64Range(0, 0.4).Draw(t, "standard-floor")
+		floors[1] = floors[0] + rapid.Float64Range(0, 0.4).Draw(t, "bulk-floor-extra")
+	}
 	return capacity.Limits{
 		RequestsPerMinute:     rapid.Int64Range(6, 600).Draw(t, "rpm"),
 		InputTokensPerMinute:  opt("itpm", 600, 60000),
@@ -75,6 +80,8 @@ func drawLimits(t *rapid.T) capacity.Limits {
 		MaxInFlight:           opt("inflight", 1, 8),
 		Burst:                 time.Duration(rapid.IntRange(1, 10).Draw(t, "burst-s")) * time.Second,
 		SafetyMargin:          1,
+		StandardFloor:         floors[0],
+		BulkFloor:             floors[1],
 	}
 }
 
@@ -118,6 +125,7 @@ func (m *propModel) reserve(t *rapid.T, book bool) {
 	req := capacity.Request{
 		Scope: propScope, Limits: m.limits, Call: fmt.Sprintf("c%d", m.calls), Attempt: 1,
 		Charges: drawDemand(t, m.limits), Book: book,
+		Class: capacity.Class(rapid.IntRange(0, 2).Draw(t, "class")),
 		TTL: time.Duration(rapid.IntRange(1, 30).Draw(t, "ttl-s")) * time.Second,
 	}
 	res, err := m.store.Reserve(ctx, req)

@@ -108,8 +108,13 @@ type Request struct {
 	Charges Charges
 	// Class and Deadline rank and bound the call. A call whose demand cannot
 	// fit before Deadline is refused (DenyDeadline) without being booked.
+	// Lower classes may not consume the floors of Limits.StandardFloor and
+	// Limits.BulkFloor.
 	Class    Class
 	Deadline time.Time
+	// Since is when the call started waiting (its first attempt), for
+	// Limits.AgingAfter; zero: the call does not age.
+	Since time.Time
 	// TTL is the lease lifetime before it must be renewed. If zero,
 	// DefaultLeaseTTL.
 	TTL time.Duration

@@ -133,6 +133,7 @@ func (g *gatedCall) request() capacity.Request {
 	r := capacity.Request{
 		Scope: g.scope, Limits: g.limits, Call: g.id, Attempt: int(g.info.Attempt),
 		Charges: g.charges, Class: g.call.Class, TTL: g.opts.LeaseTTL, Book: true,
+		Since: g.info.ScheduledTime, // waiting since the first attempt was scheduled: Limits.AgingAfter
 	}
 	if r.Attempt < 1 {
 		r.Attempt = 1

@@ -14,15 +14,15 @@ import (
 // cases is the whole contract, in the order Run runs it.
 var cases = concat(bucketCases, leaseCases, ticketCases, observeCases, blockCases, halfOpenCases, inputCases)
 
-func concat(groups ...[]testCase) []testCase {
-	var all []testCase
+func concat(groups ...[]Case) []Case {
+	var all []Case
 	for _, g := range groups {
 		all = append(all, g...)
 	}
 	return all
 }
 
-var bucketCases = []testCase{
+var bucketCases = []Case{
 	{"StartsAtBurstLevel", func(h *harness) {
 		l := rpm(60) // 1/s, burst 5 s: capacity 5
 		for range 5 {

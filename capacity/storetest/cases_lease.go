@@ -9,7 +9,7 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 )
 
-var leaseCases = []testCase{
+var leaseCases = []Case{
 	{"ReserveIsIdempotent", func(h *harness) {
 		l := rpm(60)
 		r := h.req(l, one())

@@ -15,7 +15,7 @@ func remaining(d capacity.Dimension, n int64) capacity.Observation {
 	return o
 }
 
-var observeCases = []testCase{
+var observeCases = []Case{
 	{"ObservedRemainingLowersLevel", func(h *harness) {
 		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // capacity 5000
 		le := h.grant(h.req(l, tokens(500, 500)))
@@ -53,7 +53,7 @@ var observeCases = []testCase{
 	}},
 }
 
-var blockCases = []testCase{
+var blockCases = []Case{
 	{"ScopeBlock", func(h *harness) {
 		l := rpm(60)
 		until := h.clock.Now().Add(3 * time.Second)
@@ -90,7 +90,7 @@ var blockCases = []testCase{
 	}},
 }
 
-var halfOpenCases = []testCase{
+var halfOpenCases = []Case{
 	{"HalfOpenBlockLetsOneProbeThrough", func(h *harness) {
 		l := rpm(60)
 		sibling := testScope
@@ -141,7 +141,7 @@ var halfOpenCases = []testCase{
 	}},
 }
 
-var inputCases = []testCase{
+var inputCases = []Case{
 	{"InvalidRequests", func(h *harness) {
 		good := h.req(rpm(60), one())
 		for _, tc := range []struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 )
 
-var ticketCases = []testCase{
+var ticketCases = []Case{
 	{"TicketBooksFutureCapacity", func(h *harness) {
 		l := rpm(60)
 		for range 5 {

@@ -19,7 +19,11 @@ import (
 type Factory func(t *testing.T, clock *Clock) capacity.Store
 
 // Run runs the contract suite against the stores newStore makes.
-func Run(t *testing.T, newStore Factory) {
+func Run(t *testing.T, newStore Factory) { RunCases(t, cases, newStore) }
+
+// RunCases runs some of the contract's cases (such as ClassCases) against
+// the stores newStore makes.
+func RunCases(t *testing.T, cases []Case, newStore Factory) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock()
@@ -29,7 +33,8 @@ func Run(t *testing.T, newStore Factory) {
 	}
 }
 
-type testCase struct {
+// Case is one case of the contract.
+type Case struct {
 	name string
 	run  func(h *harness)
 }

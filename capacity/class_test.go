@@ -1,0 +1,14 @@
+package capacity_test
+
+import (
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/storetest"
+)
+
+func TestMemoryStoreClassRules(t *testing.T) {
+	storetest.RunCases(t, storetest.ClassCases, func(t *testing.T, clock *storetest.Clock) capacity.Store {
+		return capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now})
+	})
+}
