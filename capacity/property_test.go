@@ -126,7 +126,7 @@ func (m *propModel) reserve(t *rapid.T, book bool) {
 		Scope: propScope, Limits: m.limits, Call: fmt.Sprintf("c%d", m.calls), Attempt: 1,
 		Charges: drawDemand(t, m.limits), Book: book,
 		Class: capacity.Class(rapid.IntRange(0, 2).Draw(t, "class")),
-		TTL: time.Duration(rapid.IntRange(1, 30).Draw(t, "ttl-s")) * time.Second,
+		TTL:   time.Duration(rapid.IntRange(1, 30).Draw(t, "ttl-s")) * time.Second,
 	}
 	res, err := m.store.Reserve(ctx, req)
 	if errors.Is(err, capacity.ErrDemandTooLarge) {
