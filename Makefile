@@ -65,9 +65,9 @@ temporal: $(GOBIN)/temporal
 $(GOBIN)/temporal:
 	GOBIN=$(GOBIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
-## demo: the interactive-vs-batch demo arrives with a later issue.
-demo:
-	@echo "make demo is not built yet: the interactive-vs-nightly-batch demo comes with a later issue (samples/)."; exit 1
+## demo: a nightly batch and an interactive assistant share one quota on a real dev server.
+demo: temporal
+	$(GO) run ./samples/assistant-batch/demo $(DEMO_FLAGS)
 
 clean:
 	-@[ -f .redis/redis.pid ] && kill $$(cat .redis/redis.pid) 2>/dev/null; rm -rf .redis

@@ -24,6 +24,9 @@ type memScope struct {
 	// the ticket's time always finds its charge there.
 	level   [numBuckets]float64
 	booked  [numBuckets]float64
+	// bookedBy splits booked by the class of the tickets (indexed by Class):
+	// under class rules a call may borrow what lower classes booked.
+	bookedBy [numClasses][numBuckets]float64
 	last    time.Time  // time the levels were last refilled
 	dayUsed [2]float64 // RequestsPerDay, TokensPerDay
 	dayEnd  time.Time  // end of the current day window
@@ -128,7 +131,13 @@ func (m *memScope) reclaim(now time.Time) {
 	}
 	for call, tk := range m.tickets {
 		if !now.Before(tk.Expires) {
-			m.unbook(call) // lapsed: its capacity stays spent
+			m.unbook(call) // lapsed: its capacity stays spent...
+			if m.classRules() {
+				// ...except under class rules, where a due ticket's claim checks
+				// the provider's bucket (level + booked): the lapsed charge never
+				// reached the provider, so it goes back.
+				m.refund(tk.Charges)
+			}
 			continue
 		}
 		if next.IsZero() || tk.Expires.Before(next) {
@@ -203,6 +212,7 @@ func (m *memScope) book(tk Ticket) {
 	m.charge(tk.Charges)
 	for d := range numBuckets {
 		m.booked[d] += float64(tk.Charges[d])
+		m.bookedBy[classIndex(tk.Class)][d] += float64(tk.Charges[d])
 	}
 	m.tickets[tk.Call] = tk
 	m.noteExpiry(tk.Expires)
@@ -217,6 +227,8 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 	delete(m.tickets, call)
 	for d := range numBuckets {
 		m.booked[d] = math.Max(0, m.booked[d]-float64(tk.Charges[d]))
+		i := classIndex(tk.Class)
+		m.bookedBy[i][d] = math.Max(0, m.bookedBy[i][d]-float64(tk.Charges[d]))
 	}
 	return tk, true
 }
@@ -226,18 +238,58 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 // larger than the rest of the bucket, until the bucket is full. While
 // tickets hold part of the bucket, a charge larger than the rest waits at
 // least until the last of them is due.
-func (m *memScope) fitWait(d int, c, floor float64, now time.Time) time.Duration {
+func (m *memScope) fitWait(d int, c, floor, borrow float64, now time.Time) time.Duration {
 	b := m.budgets[d]
-	need := math.Min(c+floor*b.Capacity, b.Capacity) - m.level[d]
+	need := math.Min(c+floor*b.Capacity, b.Capacity) - m.level[d] - borrow
 	if need <= epsilon {
 		return 0
 	}
 	w := time.Duration(math.Ceil(need / b.Rate * float64(time.Second)))
-	if c > b.Capacity-m.booked[d]+epsilon {
+	if c > b.Capacity-(m.booked[d]-borrow)+epsilon {
 		for _, tk := range m.tickets {
 			if tk.Charges[d] > 0 && tk.At.Sub(now) > w {
 				w = tk.At.Sub(now)
 			}
+		}
+	}
+	return w
+}
+
+// classRules reports whether the scope's limits rank classes (floors set):
+// only then may a call borrow what lower classes booked.
+func (m *memScope) classRules() bool { return m.limits.StandardFloor > 0 || m.limits.BulkFloor > 0 }
+
+// borrowable is what a call of class c may take, in bucket d, from the
+// capacity that lower classes booked: their tickets are late by as much.
+func (m *memScope) borrowable(d int, c Class) float64 {
+	if !m.classRules() {
+		return 0
+	}
+	var sum float64
+	for _, lower := range [...]Class{Interactive, Standard, Bulk} {
+		if rank(lower) < rank(c) {
+			sum += m.bookedBy[classIndex(lower)][d]
+		}
+	}
+	return sum
+}
+
+// ticketShortfall is how long a due ticket must still wait because a
+// higher class borrowed its capacity: the provider's bucket, level + booked,
+// must hold its charges above its class's floor. Zero without class rules.
+func (m *memScope) ticketShortfall(tk Ticket, floor float64) time.Duration {
+	if !m.classRules() {
+		return 0
+	}
+	var w time.Duration
+	for d := range numBuckets {
+		b := m.budgets[d]
+		if !b.Limited || tk.Charges[d] == 0 {
+			continue // as fitWait: a floor binds only where the call charges
+		}
+		need := math.Min(float64(tk.Charges[d])+floor*b.Capacity, b.Capacity)
+		if short := need - (m.level[d] + m.booked[d]); short > epsilon {
+			w = max(w, time.Duration(math.Ceil(short/b.Rate*float64(time.Second))))
 		}
 	}
 	return w

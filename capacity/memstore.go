@@ -208,6 +208,14 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 			deny.Reason, deny.RetryAt, deny.Booked = DenyTicket, tk.At, true
 			return deny, nil
 		}
+		if w := st.ticketShortfall(tk, st.limits.floor(st.limits.effectiveClass(tk.Class, req.Since, now))); w > 0 {
+			// A higher class borrowed this ticket's capacity: it moves later.
+			tk.At, tk.Expires = now.Add(w), now.Add(w+s.grace)
+			st.tickets[req.Call] = tk
+			st.noteExpiry(tk.Expires)
+			deny.Reason, deny.RetryAt, deny.Booked = DenyTicket, tk.At, true
+			return deny, nil
+		}
 		if !st.slotFree(st.limits.floor(st.limits.effectiveClass(tk.Class, req.Since, now))) {
 			deny.Reason, deny.Binding, deny.RetryAt, deny.Booked = DenyCapacity, InFlight, st.nextSlotAt(now), true
 			return deny, nil
@@ -217,7 +225,8 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 	}
 
 	// The class's floor: the part of every budget it may not consume.
-	floor := st.limits.floor(st.limits.effectiveClass(req.Class, req.Since, now))
+	class := st.limits.effectiveClass(req.Class, req.Since, now)
+	floor := st.limits.floor(class)
 
 	// Per-day counters: a spent day is not booked; it resets at its boundary.
 	for _, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
@@ -237,7 +246,7 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		if !st.budgets[d].Limited || c == 0 {
 			continue
 		}
-		if w := st.fitWait(d, c, floor, now); w > 0 && (w > wait || binding < 0) {
+		if w := st.fitWait(d, c, floor, st.borrowable(d, class), now); w > 0 && (w > wait || binding < 0) {
 			wait, binding = w, Dimension(d)
 		}
 	}

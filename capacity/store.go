@@ -82,6 +82,28 @@ const (
 	Bulk
 )
 
+// numClasses is the number of classes; classIndex maps a class to
+// [0, numClasses).
+const numClasses = 3
+
+func classIndex(c Class) int {
+	if c < 0 || int(c) >= numClasses {
+		return int(Standard)
+	}
+	return int(c)
+}
+
+// rank orders classes: Interactive above Standard above Bulk.
+func rank(c Class) int {
+	switch c {
+	case Interactive:
+		return 2
+	case Bulk:
+		return 0
+	}
+	return 1
+}
+
 func (c Class) String() string {
 	switch c {
 	case Standard:

@@ -59,7 +59,43 @@ var ClassCases = []Case{
 		assert.True(h.t, res.Booked)
 		h.grant(h.classReq(l, capacity.Interactive)) // the floor is there for it
 		h.clock.Set(res.RetryAt)
+		late := h.deny(r) // the interactive call took a request: bulk keeps out of the floor
+		assert.Equal(h.t, capacity.DenyTicket, late.Reason)
+		assert.Equal(h.t, 100*time.Millisecond, late.RetryAt.Sub(late.Now))
+		h.clock.Set(late.RetryAt)
 		h.grant(r)
+	}},
+	{"InteractiveOvertakesBookedBulk", func(h *harness) {
+		l := classLimits(0, 0.3)
+		for range 7 {
+			h.grant(h.classReq(l, capacity.Bulk))
+		}
+		var queued []capacity.Request
+		var first capacity.Reservation
+		for i := range 10 {
+			r := h.classReq(l, capacity.Bulk)
+			r.Book = true
+			res := h.deny(r)
+			assert.True(h.t, res.Booked)
+			if i == 0 {
+				first = res
+			}
+			queued = append(queued, r)
+		}
+		// The bulk queue is a second long; interactive calls still go now,
+		// on what bulk left above its floor and what it booked.
+		for range 3 {
+			h.grant(h.classReq(l, capacity.Interactive))
+		}
+		res := h.deny(h.classReq(l, capacity.Interactive))
+		assert.Equal(h.t, 100*time.Millisecond, res.RetryAt.Sub(res.Now))
+		// The first bulk ticket, whose capacity was borrowed, moves later.
+		h.clock.Set(first.RetryAt)
+		late := h.deny(queued[0])
+		assert.Equal(h.t, capacity.DenyTicket, late.Reason)
+		assert.True(h.t, late.RetryAt.After(first.RetryAt))
+		h.clock.Set(late.RetryAt)
+		h.grant(queued[0])
 	}},
 	{"AgingLiftsLongWaitingWork", func(h *harness) {
 		l := classLimits(0, 0.5)

@@ -1,0 +1,166 @@
+package assistantbatch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tollgate-dev/tollgate/activities"
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/interceptor"
+	"github.com/tollgate-dev/tollgate/testsuite"
+)
+
+// DemoOptions configures RunDemo.
+type DemoOptions struct {
+	Docs      int           // documents in the batch
+	Questions int           // questions the assistant answers while the batch runs
+	Every     time.Duration // between questions
+	NoFloors  bool          // run without class floors, to compare
+}
+
+// DemoReport is what RunDemo measured.
+type DemoReport struct {
+	Batch                  BatchResult
+	BatchTime              time.Duration
+	Answered               int
+	LatencyP50, LatencyP95 time.Duration
+	LatencyMax             time.Duration
+	ProviderRequests       int
+	Provider429s           int
+}
+
+// RunDemo runs the sample end to end on the Temporal client c: a fake
+// provider metering Limits, the two class workers with the tollgate plugin,
+// the nightly batch and an interactive stream beside it, with live progress
+// on out.
+func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer) (DemoReport, error) {
+	fpLimits := testsuite.Limits{RequestsPerMinute: Limits.RequestsPerMinute, TokensPerMinute: Limits.TokensPerMinute, BurstWindow: Limits.Burst}
+	fp, err := testsuite.New(testsuite.Options{Models: []testsuite.Model{{Name: Model, Provider: testsuite.OpenAI, Limits: fpLimits}},
+		Latency: func(testsuite.Call, int64) time.Duration { return 300 * time.Millisecond }})
+	if err != nil {
+		return DemoReport{}, err
+	}
+	defer fp.Close()
+	limits := Limits
+	if o.NoFloors {
+		limits.BulkFloor, limits.StandardFloor, limits.AgingAfter = 0, 0, 0
+	}
+	plugin, err := interceptor.NewPlugin(interceptor.Options{
+		Store:  capacity.NewMemoryStore(capacity.MemoryOptions{}),
+		Limits: func(capacity.Scope) (capacity.Limits, bool) { return limits, true },
+	})
+	if err != nil {
+		return DemoReport{}, err
+	}
+	oa, err := activities.NewOpenAI(activities.OpenAIOptions{
+		Credentials: activities.StaticCredentials{Credential: testsuite.DefaultKey}, BaseURL: fp.OpenAIBaseURL(),
+	})
+	if err != nil {
+		return DemoReport{}, err
+	}
+	for _, queue := range []string{InteractiveQueue, BatchQueue} {
+		w := worker.New(c, queue, worker.Options{Plugins: []worker.Plugin{plugin}})
+		w.RegisterWorkflow(AssistantWorkflow)
+		w.RegisterWorkflow(BatchClassifyWorkflow)
+		w.RegisterActivity(oa)
+		if err := w.Start(); err != nil {
+			return DemoReport{}, err
+		}
+		defer w.Stop()
+	}
+
+	var r DemoReport
+	start := time.Now()
+	batch, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: BatchQueue}, BatchClassifyWorkflow, o.Docs)
+	if err != nil {
+		return r, err
+	}
+	batchDone := make(chan error, 1)
+	go func() { batchDone <- batch.Get(ctx, &r.Batch) }()
+
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		wg        sync.WaitGroup
+	)
+	ask := time.NewTicker(o.Every)
+	defer ask.Stop()
+	progress := time.NewTicker(time.Second)
+	defer progress.Stop()
+	asked := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case err := <-batchDone:
+			if err != nil {
+				return r, err
+			}
+			r.BatchTime = time.Since(start)
+			wg.Wait()
+			slices.Sort(latencies)
+			if n := len(latencies); n > 0 {
+				r.Answered, r.LatencyP50, r.LatencyP95, r.LatencyMax = n, latencies[n/2], latencies[min(n-1, n*95/100)], latencies[n-1]
+			}
+			rep := fp.Report(testsuite.Scope{Key: testsuite.DefaultKey, Model: Model})
+			r.ProviderRequests = rep.Entries
+			for _, n := range rep.RateLimited {
+				r.Provider429s += n
+			}
+			return r, nil
+		case <-ask.C:
+			if asked >= o.Questions {
+				continue
+			}
+			asked++
+			wg.Add(1)
+			go func(q int) {
+				defer wg.Done()
+				t0 := time.Now()
+				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: InteractiveQueue}, AssistantWorkflow, fmt.Sprintf("Question %d: how do I export a report?", q))
+				if err == nil {
+					err = run.Get(ctx, nil)
+				}
+				if err == nil {
+					mu.Lock()
+					latencies = append(latencies, time.Since(t0))
+					mu.Unlock()
+				}
+			}(asked)
+		case <-progress.C:
+			rep := fp.Report(testsuite.Scope{Key: testsuite.DefaultKey, Model: Model})
+			mu.Lock()
+			answered := len(latencies)
+			var last time.Duration
+			if answered > 0 {
+				last = latencies[answered-1]
+			}
+			mu.Unlock()
+			n429 := 0
+			for _, n := range rep.RateLimited {
+				n429 += n
+			}
+			fmt.Fprintf(out, "%5.1fs  provider calls %4d  429s %d  |  assistant: %d answered, last in %v\n",
+				time.Since(start).Seconds(), rep.Entries, n429, answered, last.Round(time.Millisecond))
+		}
+	}
+}
+
+// Print writes the report.
+func (r DemoReport) Print(w io.Writer, o DemoOptions) {
+	floors := "with class floors (BulkFloor 0.3)"
+	if o.NoFloors {
+		floors = "WITHOUT class floors"
+	}
+	fmt.Fprintf(w, "\nreport, %s:\n", floors)
+	fmt.Fprintf(w, "  nightly batch   %d classified, %d failed in %v\n", r.Batch.Classified, r.Batch.Failed, r.BatchTime.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "  assistant       %d answered; latency p50 %v, p95 %v, max %v\n", r.Answered, r.LatencyP50.Round(time.Millisecond), r.LatencyP95.Round(time.Millisecond), r.LatencyMax.Round(time.Millisecond))
+	fmt.Fprintf(w, "  provider        %d requests, %d answered 429\n", r.ProviderRequests, r.Provider429s)
+}

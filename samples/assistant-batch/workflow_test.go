@@ -1,0 +1,55 @@
+package assistantbatch_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/tollgate-dev/tollgate/activities"
+	"github.com/tollgate-dev/tollgate/capacity"
+	ab "github.com/tollgate-dev/tollgate/samples/assistant-batch"
+	"github.com/tollgate-dev/tollgate/testsuite/devserver"
+)
+
+func TestWorkflowsRouteClassesToTheirQueues(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	var classes []capacity.Class
+	env.RegisterActivityWithOptions(func(ctx context.Context, in activities.OpenAIChatRequest) (activities.Result, error) {
+		classes = append(classes, in.Class)
+		return activities.Result{Text: "ok"}, nil
+	}, activity.RegisterOptions{Name: "Chat"})
+	env.ExecuteWorkflow(ab.BatchClassifyWorkflow, 5)
+	require.NoError(t, env.GetWorkflowError())
+	var r ab.BatchResult
+	require.NoError(t, env.GetWorkflowResult(&r))
+	assert.Equal(t, ab.BatchResult{Classified: 5}, r)
+	assert.Equal(t, []capacity.Class{capacity.Bulk, capacity.Bulk, capacity.Bulk, capacity.Bulk, capacity.Bulk}, classes)
+	assert.Equal(t, ab.BatchQueue, ab.Options.ActivityOptions(capacity.Bulk).TaskQueue)
+	assert.Equal(t, ab.InteractiveQueue, ab.Options.ActivityOptions(capacity.Interactive).TaskQueue)
+}
+
+// The demo end to end, scaled down: a batch and an assistant share one
+// quota on a real dev server; nothing is refused by the provider and every
+// question is answered. Latencies are printed, not asserted.
+func TestDemoOnDevServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	srv := devserver.StartForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := ab.DemoOptions{Docs: 60, Questions: 6, Every: 300 * time.Millisecond}
+	r, err := ab.RunDemo(ctx, srv.Client(), o, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, ab.BatchResult{Classified: 60}, r.Batch)
+	assert.Equal(t, 6, r.Answered)
+	assert.Zero(t, r.Provider429s)
+	t.Logf("batch %v; assistant p50 %v, p95 %v", r.BatchTime.Round(time.Millisecond), r.LatencyP50.Round(time.Millisecond), r.LatencyP95.Round(time.Millisecond))
+}
