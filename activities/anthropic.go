@@ -3,10 +3,8 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -15,18 +13,8 @@ import (
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
-// AnthropicOptions configures the Anthropic activities.
-type AnthropicOptions struct {
-	// Credentials resolves credential scope names to API keys. Required.
-	Credentials Credentials
-	// BaseURL is the API's base URL. If empty, the SDK's default.
-	BaseURL string
-	// HTTPClient sends the requests. If nil, the SDK's default client.
-	HTTPClient *http.Client
-	// RequestTimeout bounds one request. If zero, only the activity's
-	// context bounds it.
-	RequestTimeout time.Duration
-}
+// AnthropicOptions configures the Anthropic activities (see ClientOptions).
+type AnthropicOptions = ClientOptions
 
 // Anthropic holds the Anthropic model-call activities.
 type Anthropic struct {
@@ -35,11 +23,8 @@ type Anthropic struct {
 
 // NewAnthropic returns the Anthropic activities.
 func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
-	if opts.Credentials == nil {
-		return nil, errors.New("activities: AnthropicOptions.Credentials is required")
-	}
-	if opts.RequestTimeout < 0 {
-		return nil, fmt.Errorf("activities: AnthropicOptions.RequestTimeout is %v; want >= 0", opts.RequestTimeout)
+	if err := opts.check("AnthropicOptions"); err != nil {
+		return nil, err
 	}
 	return &Anthropic{opts: opts}, nil
 }

@@ -3,9 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -14,20 +12,8 @@ import (
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
-// OpenAIOptions configures the OpenAI activities.
-type OpenAIOptions struct {
-	// Credentials resolves credential scope names to API keys. Required.
-	Credentials Credentials
-	// BaseURL is the API's base URL. If empty, the SDK's default
-	// (https://api.openai.com/v1); set it for proxies, Azure-compatible
-	// gateways or the testsuite's fake provider.
-	BaseURL string
-	// HTTPClient sends the requests. If nil, the SDK's default client.
-	HTTPClient *http.Client
-	// RequestTimeout bounds one request. If zero, only the activity's
-	// context bounds it.
-	RequestTimeout time.Duration
-}
+// OpenAIOptions configures the OpenAI activities (see ClientOptions).
+type OpenAIOptions = ClientOptions
 
 // OpenAI holds the OpenAI model-call activities. Register it with
 // worker.RegisterActivity; its methods are the activities.
@@ -37,11 +23,8 @@ type OpenAI struct {
 
 // NewOpenAI returns the OpenAI activities.
 func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
-	if opts.Credentials == nil {
-		return nil, errors.New("activities: OpenAIOptions.Credentials is required")
-	}
-	if opts.RequestTimeout < 0 {
-		return nil, fmt.Errorf("activities: OpenAIOptions.RequestTimeout is %v; want >= 0", opts.RequestTimeout)
+	if err := opts.check("OpenAIOptions"); err != nil {
+		return nil, err
 	}
 	return &OpenAI{opts: opts}, nil
 }
