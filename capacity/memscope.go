@@ -22,15 +22,15 @@ type memScope struct {
 	// as may debt) and held in booked until claimed; the bucket as the
 	// provider sees it, level + booked, never exceeds capacity, so a claim at
 	// the ticket's time always finds its charge there.
-	level   [numBuckets]float64
-	booked  [numBuckets]float64
+	level  [numBuckets]float64
+	booked [numBuckets]float64
 	// bookedBy splits booked by the class of the tickets (indexed by Class):
 	// under class rules a call may borrow what lower classes booked.
 	bookedBy [numClasses][numBuckets]float64
-	last    time.Time  // time the levels were last refilled
-	dayUsed [2]float64 // RequestsPerDay, TokensPerDay
-	dayEnd  time.Time  // end of the current day window
-	granted [NumDimensions]float64
+	last     time.Time  // time the levels were last refilled
+	dayUsed  [2]float64 // RequestsPerDay, TokensPerDay
+	dayEnd   time.Time  // end of the current day window
+	granted  [NumDimensions]float64
 
 	leases   map[string]Lease  // live lease by Call
 	tickets  map[string]Ticket // booked ticket by Call
