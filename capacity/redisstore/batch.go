@@ -95,7 +95,7 @@ func (b *batcher) take() []*op {
 // runBatch sends ops as one script, delivers each result and hands the
 // next batch, if any, to a new goroutine.
 func (s *Store) runBatch(k *scopeKeys, ops []*op) {
-	args := s.commonArgs(k, "", "", 1+len(ops)*18)
+	args := s.commonArgs(k, "", "", 1+len(ops)*4)
 	args = append(args, s.opts.TicketGrace.Microseconds())
 	for _, o := range ops {
 		args = append(args, o.kind)

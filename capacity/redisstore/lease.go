@@ -35,12 +35,13 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 	k := s.keysFor(lease.Scope)
 	delta := final.Sub(lease.Charges)
 	delta[capacity.InFlight] = 0
-	b1, b2 := s.knownBounds(k)
-	args := make([]any, 0, 11)
-	args = append(args, b1, b2, lease.Call, lease.ID)
+	b1, b2 := s.knownBoundsMicros(k)
+	n := make(numbers, 0, 8*(2+capacity.NumDimensions))
+	n = n.add(b1).add(b2)
 	for _, c := range delta {
-		args = append(args, c)
+		n = n.add(c)
 	}
+	args := []any{lease.Call, lease.ID, []byte(n)}
 	r, h, err := s.do(k, &op{ctx: ctx, kind: "s", args: args})
 	if err != nil {
 		return time.Time{}, err

@@ -48,12 +48,13 @@ func (s *Store) reserve(ctx context.Context, k *scopeKeys, req capacity.Request)
 	if !req.Deadline.IsZero() {
 		deadline = req.Deadline.UnixMicro()
 	}
-	args := make([]any, 0, 17)
-	args = append(args, b1, b2, sig, req.Call, req.Attempt, int(req.Class))
+	n := make(numbers, 0, 8*(6+capacity.NumDimensions))
+	n = n.add(b1).add(b2).add(int64(req.Attempt)).add(int64(req.Class))
 	for _, c := range req.Charges {
-		args = append(args, c)
+		n = n.add(c)
 	}
-	args = append(args, ttl.Microseconds(), deadline, flag(req.Book))
+	n = n.add(ttl.Microseconds()).add(deadline).addBool(req.Book)
+	args := []any{sig, req.Call, []byte(n)}
 	o := &op{ctx: ctx, kind: "r", args: args, onAbandon: func(o *op) {
 		// The caller gave up after its request was sent: give back a grant
 		// or a booked ticket.

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"embed"
+	"encoding/binary"
+	"math"
 	"regexp"
 	"strconv"
 	"time"
@@ -125,3 +127,23 @@ func render(src string) string {
 		return m
 	})
 }
+
+// numbers are a script's numeric arguments packed as little-endian float64s,
+// read with one struct.unpack('<d...'): much cheaper in Lua than tonumber of
+// each (glibc strtod). A float64 holds an integer exactly below 2^53, and
+// rounds a larger one to the nearest, as tonumber would.
+type numbers []byte
+
+func (n numbers) add(x int64) numbers {
+	return binary.LittleEndian.AppendUint64(n, math.Float64bits(float64(x)))
+}
+
+func (n numbers) addBool(b bool) numbers {
+	if b {
+		return n.add(1)
+	}
+	return n.add(0)
+}
+
+// The ops script reads the seven charges of an operation by name.
+const _ = uint(capacity.NumDimensions-7) + uint(7-capacity.NumDimensions)

@@ -137,6 +137,16 @@ func (s *Store) knownBounds(k *scopeKeys) (any, any) {
 	return b1, b2
 }
 
+// knownBoundsMicros is knownBounds with 0 for unknown, as the scripts read
+// an empty bound.
+func (s *Store) knownBoundsMicros(k *scopeKeys) (int64, int64) {
+	v, ok := s.dayCache.Load(k.scopeKey)
+	if !ok {
+		return 0, 0
+	}
+	return s.bounds(v.(capacity.DayBoundary))
+}
+
 // commonArgs returns ARGV[1..5] of a scope script.
 func (s *Store) commonArgs(k *scopeKeys, b1, b2 any, extra int) []any {
 	args := make([]any, 0, 5+extra)
