@@ -3,6 +3,7 @@ package assistantbatch_test
 import (
 	"context"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +21,14 @@ import (
 func TestWorkflowsRouteClassesToTheirQueues(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	var classes []capacity.Class
+	var (
+		mu      sync.Mutex
+		classes []capacity.Class
+	)
 	env.RegisterActivityWithOptions(func(ctx context.Context, in activities.OpenAIChatRequest) (activities.Result, error) {
+		mu.Lock()
 		classes = append(classes, in.Class)
+		mu.Unlock()
 		return activities.Result{Text: "ok"}, nil
 	}, activity.RegisterOptions{Name: "Chat"})
 	env.ExecuteWorkflow(ab.BatchClassifyWorkflow, 5)
