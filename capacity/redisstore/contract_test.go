@@ -7,17 +7,19 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 )
 
-// TestContract runs the contract suite every capacity.Store passes, against a
-// real redis-server, on the suite's manual clock.
+// TestContract runs the contract suite every capacity.Store passes, class
+// rules included, against a real redis-server, on the suite's manual clock.
 func TestContract(t *testing.T) {
 	t.Parallel()
 	rdb := testClient(t)
-	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) capacity.Store {
+	factory := func(t *testing.T, clock *storetest.Clock) capacity.Store {
 		s, err := New(rdb, Options{Prefix: testPrefix(t, rdb), Clock: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
-	})
+	}
+	storetest.Run(t, factory)
+	storetest.RunCases(t, storetest.ClassCases, factory)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -28,7 +29,8 @@ func TestMatchesMemoryStore(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		clock := storetest.NewClock()
-		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s-%d", prefix, run), Clock: clock.Now})
+		// prefix:run, so that deleteKeys(prefix) finds every run's keys.
+		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock.Now})
 		require.NoError(rt, err)
 		defer func() { _ = rs.Close() }()
 		m := &diffModel{
@@ -37,6 +39,9 @@ func TestMatchesMemoryStore(t *testing.T) {
 			rs:    rs,
 			memL:  map[string]capacity.Lease{},
 			rsL:   map[string]capacity.Lease{},
+
+			booked:   map[string]capacity.Request{},
+			bookedAt: map[string]time.Time{},
 		}
 		for d := range m.on {
 			m.on[d] = rapid.Bool().Draw(rt, "on-"+capacity.Dimension(d).String())
@@ -44,6 +49,7 @@ func TestMatchesMemoryStore(t *testing.T) {
 		m.limits = m.drawLimits(rt)
 		rt.Repeat(map[string]func(*rapid.T){
 			"reserve": m.reserve,
+			"claim":   m.claim,
 			"advance": func(t *rapid.T) {
 				clock.Advance(time.Duration(rapid.Int64Range(0, 4000).Draw(t, "ms")) * time.Millisecond)
 			},
@@ -80,6 +86,8 @@ type diffModel struct {
 	on        [capacity.NumDimensions]bool // which dimensions are limited
 	memL, rsL map[string]capacity.Lease    // live leases by call, as each store granted them
 	retryAt   time.Time
+	booked    map[string]capacity.Request // the last booked request by call
+	bookedAt  map[string]time.Time        // and its ticket's time
 }
 
 var diffScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "diff"}
@@ -99,6 +107,15 @@ func (m *diffModel) drawLimits(t *rapid.T) capacity.Limits {
 	if rapid.Bool().Draw(t, "tokenburst-on") {
 		tokenBurst = rapid.Int64Range(100, 5000).Draw(t, "tokenburst")
 	}
+	var standardFloor, bulkFloor float64
+	if rapid.Bool().Draw(t, "floors-on") {
+		standardFloor = rapid.Float64Range(0, 0.4).Draw(t, "standard-floor")
+		bulkFloor = standardFloor + rapid.Float64Range(0, 0.4).Draw(t, "bulk-floor-extra")
+	}
+	var aging time.Duration
+	if rapid.Bool().Draw(t, "aging-on") {
+		aging = time.Duration(rapid.IntRange(1, 20000).Draw(t, "aging-ms")) * time.Millisecond
+	}
 	return capacity.Limits{
 		RequestsPerMinute:     lim(capacity.Requests, 6, 600),
 		InputTokensPerMinute:  lim(capacity.InputTokens, 600, 60000),
@@ -110,6 +127,9 @@ func (m *diffModel) drawLimits(t *rapid.T) capacity.Limits {
 		Burst:                 time.Duration(rapid.IntRange(0, 10).Draw(t, "burst-s")) * time.Second,
 		TokenBurst:            tokenBurst,
 		SafetyMargin:          rapid.SampledFrom([]float64{0, 1, 0.5, 0.9}).Draw(t, "margin"),
+		StandardFloor:         standardFloor,
+		BulkFloor:             bulkFloor,
+		AgingAfter:            aging,
 	}
 }
 
@@ -118,8 +138,8 @@ func (m *diffModel) call(t *rapid.T) string {
 }
 
 func (m *diffModel) reserve(t *rapid.T) {
-	ctx := context.Background()
-	in, out := rapid.Int64Range(0, 3000).Draw(t, "in"), rapid.Int64Range(0, 3000).Draw(t, "out")
+	most := rapid.SampledFrom([]int64{3000, 100}).Draw(t, "most-tokens")
+	in, out := rapid.Int64Range(0, most).Draw(t, "in"), rapid.Int64Range(0, most).Draw(t, "out")
 	var c capacity.Charges
 	c[capacity.Requests], c[capacity.RequestsPerDay], c[capacity.InFlight] = 1, 1, 1
 	c[capacity.InputTokens], c[capacity.OutputTokens], c[capacity.Tokens], c[capacity.TokensPerDay] = in, out, in+out, in+out
@@ -129,9 +149,32 @@ func (m *diffModel) reserve(t *rapid.T) {
 		TTL:  time.Duration(rapid.IntRange(1, 20).Draw(t, "ttl-s")) * time.Second,
 		Book: rapid.Bool().Draw(t, "book"),
 	}
+	if rapid.Bool().Draw(t, "has-since") {
+		req.Since = m.clock.Now().Add(-time.Duration(rapid.IntRange(0, 60000).Draw(t, "since-ms")) * time.Millisecond)
+	}
 	if rapid.Bool().Draw(t, "has-deadline") {
 		req.Deadline = m.clock.Now().Add(time.Duration(rapid.IntRange(0, 10000).Draw(t, "deadline-ms")) * time.Millisecond)
 	}
+	m.send(t, req)
+}
+
+// claim sends a booked call's request again, at its ticket's time or now:
+// under class rules a higher class may have borrowed the ticket's capacity.
+func (m *diffModel) claim(t *rapid.T) {
+	if len(m.booked) == 0 {
+		t.Skip()
+	}
+	calls := slices.Sorted(maps.Keys(m.booked))
+	req := m.booked[rapid.SampledFrom(calls).Draw(t, "booked-call")]
+	if at := m.bookedAt[req.Call]; rapid.Bool().Draw(t, "at-retry") && at.After(m.clock.Now()) {
+		m.clock.Set(at)
+	}
+	m.send(t, req)
+}
+
+// send reserves req in both stores and requires the same answer.
+func (m *diffModel) send(t *rapid.T, req capacity.Request) {
+	ctx := context.Background()
 	a, errA := m.mem.Reserve(ctx, req)
 	b, errB := m.rs.Reserve(ctx, req)
 	sameError(t, errA, errB)
@@ -154,6 +197,9 @@ func (m *diffModel) reserve(t *rapid.T) {
 	d := b.RetryAt.Sub(a.RetryAt)
 	require.True(t, d >= 0 && d < time.Microsecond, "retryAt: memory %v, redis %v", a.RetryAt, b.RetryAt)
 	m.retryAt = b.RetryAt
+	if b.Booked {
+		m.booked[req.Call], m.bookedAt[req.Call] = req, b.RetryAt
+	}
 }
 
 func (m *diffModel) pick(t *rapid.T) (capacity.Lease, capacity.Lease, bool) {
@@ -327,6 +373,8 @@ func sameSnapshot(t *rapid.T, a, b capacity.Snapshot) {
 		ta, tb := a.Tickets[i], b.Tickets[i]
 		d := tb.At.Sub(ta.At)
 		require.True(t, d >= 0 && d < time.Microsecond, "ticket at: memory %v, redis %v", ta.At, tb.At)
+		d = tb.Expires.Sub(ta.Expires)
+		require.True(t, d >= 0 && d < time.Microsecond, "ticket expires: memory %v, redis %v", ta.Expires, tb.Expires)
 		ta.At, tb.At, ta.Expires, tb.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 		require.Equal(t, ta, tb)
 	}

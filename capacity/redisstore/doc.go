@@ -18,7 +18,10 @@
 // idempotent (Call, Attempt) leases with supersession, leases reclaimed when
 // they expire by any later call on the scope (no sweeper), Observe with Mark
 // and lowered limits, scope and credential-wide (half-open) blocks, failure
-// counts. Times have microsecond resolution; RetryAt is rounded up to it.
+// counts, class floors and aging (Limits.StandardFloor, BulkFloor,
+// AgingAfter) with higher classes overtaking lower classes' booked tickets.
+// Times have microsecond resolution; RetryAt is rounded up to it, and
+// Request.Since is rounded up to it (aging never lifts a call early).
 //
 // Concurrent reserves and settles of one Store on one scope share a round
 // trip (group commit): each is still decided on its own, atomically, in

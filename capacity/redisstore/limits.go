@@ -28,19 +28,21 @@ func (s *Store) signatureOf(l capacity.Limits) string {
 // limits in Dimension order, Burst in nanoseconds and in seconds (as Go
 // computes it, so the script's capacity is Limits.Budgets' to the bit),
 // TokenBurst, SafetyMargin, the day boundary's location by name, its offset,
-// and the location's offset at the unix epoch (to rebuild a fixed zone that
-// no zone database knows).
+// the location's offset at the unix epoch (to rebuild a fixed zone that no
+// zone database knows), StandardFloor, BulkFloor and AgingAfter in
+// nanoseconds.
 func signature(l capacity.Limits) string {
 	name, off := "", 0
 	if loc := l.DayReset.Location; loc != nil {
 		name = loc.String()
 		_, off = time.Unix(0, 0).In(loc).Zone()
 	}
-	return fmt.Sprintf("2|%d|%d|%d|%d|%d|%d|%d|%d|%s|%d|%s|%s|%d|%d",
+	return fmt.Sprintf("3|%d|%d|%d|%d|%d|%d|%d|%d|%s|%d|%s|%s|%d|%d|%s|%s|%d",
 		l.RequestsPerMinute, l.InputTokensPerMinute, l.OutputTokensPerMinute, l.TokensPerMinute,
 		l.RequestsPerDay, l.TokensPerDay, l.MaxInFlight, int64(l.Burst),
 		strconv.FormatFloat(l.Burst.Seconds(), 'g', -1, 64), l.TokenBurst,
-		strconv.FormatFloat(l.SafetyMargin, 'g', -1, 64), url.QueryEscape(name), int64(l.DayReset.Offset), off)
+		strconv.FormatFloat(l.SafetyMargin, 'g', -1, 64), url.QueryEscape(name), int64(l.DayReset.Offset), off,
+		strconv.FormatFloat(l.StandardFloor, 'g', -1, 64), strconv.FormatFloat(l.BulkFloor, 'g', -1, 64), int64(l.AgingAfter))
 }
 
 // limitsOf returns the Limits a signature stands for: from this store's cache,
@@ -60,7 +62,7 @@ func parseSignature(sig string) (capacity.Limits, error) {
 		return capacity.Limits{}, fmt.Errorf("%w: limits signature %q: %v", ErrBadReply, sig, err)
 	}
 	f := strings.Split(sig, "|")
-	if len(f) != 15 || f[0] != "2" {
+	if len(f) != 18 || f[0] != "3" {
 		return bad(errors.New("wrong shape"))
 	}
 	var n [8]int64
@@ -91,11 +93,22 @@ func parseSignature(sig string) (capacity.Limits, error) {
 	if err != nil {
 		return bad(err)
 	}
+	var floors [2]float64
+	for i := range floors {
+		if floors[i], err = strconv.ParseFloat(f[15+i], 64); err != nil {
+			return bad(err)
+		}
+	}
+	aging, err := strconv.ParseInt(f[17], 10, 64)
+	if err != nil {
+		return bad(err)
+	}
 	l := capacity.Limits{
 		RequestsPerMinute: n[0], InputTokensPerMinute: n[1], OutputTokensPerMinute: n[2], TokensPerMinute: n[3],
 		RequestsPerDay: n[4], TokensPerDay: n[5], MaxInFlight: n[6], Burst: time.Duration(n[7]), TokenBurst: tokenBurst,
-		SafetyMargin: margin,
-		DayReset:     capacity.DayBoundary{Offset: time.Duration(offset)},
+		SafetyMargin:  margin,
+		DayReset:      capacity.DayBoundary{Offset: time.Duration(offset)},
+		StandardFloor: floors[0], BulkFloor: floors[1], AgingAfter: time.Duration(aging),
 	}
 	if name != "" {
 		loc, err := time.LoadLocation(name)

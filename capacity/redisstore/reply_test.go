@@ -87,10 +87,12 @@ func TestSignatureRoundTrip(t *testing.T) {
 		{RequestsPerMinute: 500, TokensPerMinute: 30000, Burst: 1500 * time.Millisecond, TokenBurst: 9000, SafetyMargin: 0.9},
 		{RequestsPerDay: 1000, DayReset: capacity.DayBoundary{Location: pacific, Offset: time.Hour}},
 		{TokensPerDay: 7, DayReset: capacity.DayBoundary{Location: time.FixedZone("odd|zone name", -3*3600)}},
+		{RequestsPerMinute: 600, StandardFloor: 0.1, BulkFloor: 0.35, AgingAfter: 1500 * time.Millisecond},
 	} {
 		got, err := parseSignature(signature(l))
 		require.NoError(t, err)
 		require.Equal(t, signature(l), signature(got))
+		require.Equal(t, [3]any{l.StandardFloor, l.BulkFloor, l.AgingAfter}, [3]any{got.StandardFloor, got.BulkFloor, got.AgingAfter})
 		require.Equal(t, l.DayReset.Next(time.Now()), got.DayReset.Next(time.Now()))
 	}
 	_, err = parseSignature("2|x")

@@ -48,12 +48,19 @@ func (s *Store) reserve(ctx context.Context, k *scopeKeys, req capacity.Request)
 	if !req.Deadline.IsZero() {
 		deadline = req.Deadline.UnixMicro()
 	}
-	n := make(numbers, 0, 8*(6+capacity.NumDimensions))
+	var since int64 // microseconds, rounded up: aging never lifts a call early
+	if !req.Since.IsZero() {
+		since = req.Since.UnixMicro()
+		if req.Since.Nanosecond()%1000 != 0 {
+			since++
+		}
+	}
+	n := make(numbers, 0, 8*(7+capacity.NumDimensions))
 	n = n.add(b1).add(b2).add(int64(req.Attempt)).add(int64(req.Class))
 	for _, c := range req.Charges {
 		n = n.add(c)
 	}
-	n = n.add(ttl.Microseconds()).add(deadline).addBool(req.Book)
+	n = n.add(ttl.Microseconds()).add(deadline).addBool(req.Book).add(since)
 	args := []any{sig, req.Call, []byte(n)}
 	o := &op{ctx: ctx, kind: "r", args: args, onAbandon: func(o *op) {
 		// The caller gave up after its request was sent: give back a grant

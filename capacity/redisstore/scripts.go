@@ -93,7 +93,11 @@ var layout = map[string]string{
 	"RATE":    "56", // bucket refill per second, 57..60
 	"TE":      "61", // next ticket lapse (0: none)
 	"WD":      "62", // latest RetryAt handed out: releases are announced until then
-	"NSTATE":  "62",
+	"SF":      "63", // StandardFloor
+	"BF":      "64", // BulkFloor
+	"AG":      "65", // AgingAfter in microseconds (0: no aging)
+	"BC":      "65", // booked by ticket class (capacity.Class c, 0..2): 66 + c*NB .. 69 + c*NB
+	"NSTATE":  "77",
 
 	// KEYS of a scope script, as in keys.go (1-based).
 	"K_EPOCH":   strconv.Itoa(keyEpoch + 1),

@@ -204,6 +204,52 @@ local function scan_leases()
   return first
 end
 
+-- Classes (capacity.Class): 0 Standard, 1 Interactive, 2 Bulk.
+
+-- class_rules reports whether the limits rank classes (floors set): only
+-- then may a call borrow what lower classes booked (memScope.classRules).
+local function class_rules() return S[$SF] > 0 or S[$BF] > 0 end
+
+-- class_index maps a class to 0..2 as capacity's classIndex.
+local function class_index(c)
+  if c < 0 or c >= 3 then return 0 end
+  return c
+end
+
+-- class_rank orders classes: Interactive above Standard above Bulk.
+local function class_rank(c)
+  if c == 1 then return 2 end
+  if c == 2 then return 0 end
+  return 1
+end
+
+-- class_floor is the fraction of every budget class c may not consume
+-- (Limits.floor).
+local function class_floor(c)
+  if c == 0 then return S[$SF] end
+  if c == 2 then return S[$BF] end
+  return 0
+end
+
+-- effective_class is c lifted one class for each AgingAfter waited since
+-- since (0: never) (Limits.effectiveClass).
+local function effective_class(c, since)
+  local ag = S[$AG]
+  if ag <= 0 or since == 0 or c == 1 then return c end
+  local w = NOW - since
+  while w >= ag and c ~= 1 do
+    if c == 2 then c = 0 else c = 1 end
+    w = w - ag
+  end
+  return c
+end
+
+-- clear_booked zeroes the booked sums: no ticket is left.
+local function clear_booked()
+  for d = 1, $NB do S[$BK + d] = 0 end
+  for i = 1, 3 * $NB do S[$BC + i] = 0 end
+end
+
 -- unbook drops c's ticket (claimed, lapsed or released) and returns it.
 -- booked is the exact sum over live tickets, whatever the limits are now.
 local function unbook(c)
@@ -213,16 +259,42 @@ local function unbook(c)
   call('ZREM', KEYS[$K_TEXP], c)
   call('ZREM', KEYS[$K_TAT], c)
   S[$NT] = S[$NT] - 1
-  for d = 1, $NB do S[$BK + d] = max(0, S[$BK + d] - tk[3 + d]) end
-  if S[$NT] == 0 then
-    for d = 1, $NB do S[$BK + d] = 0 end
+  local bc = $BC + class_index(tk[3]) * $NB
+  for d = 1, $NB do
+    S[$BK + d] = max(0, S[$BK + d] - tk[3 + d])
+    S[bc + d] = max(0, S[bc + d] - tk[3 + d])
   end
+  if S[$NT] == 0 then clear_booked() end
   return tk
+end
+
+-- charge takes c (charges at c[off + 1 .. off + 7]) from every budget; a
+-- negative charge is a refund, capped at capacity. Grants are recorded in
+-- the grant history.
+local function charge(c, off)
+  for d = 1, $NB do
+    local x, cap = c[off + d], S[$CAP + d]
+    if x ~= 0 and cap > 0 then S[$LV + d] = min(cap - S[$BK + d], S[$LV + d] - x) end
+  end
+  S[$DU + 1] = max(0, S[$DU + 1] + c[off + 5])
+  S[$DU + 2] = max(0, S[$DU + 2] + c[off + 6])
+  for d = 1, $ND do
+    if c[off + d] > 0 then S[$G + d] = S[$G + d] + c[off + d] end
+  end
+end
+
+-- refund gives back the charges at c[off + 1 .. off + 7] but the slot.
+local function refund(c, off)
+  local neg = {}
+  for d = 1, $ND do neg[d] = -c[off + d] end
+  neg[$ND] = 0
+  charge(neg, 0)
 end
 
 -- advance refills the buckets to NOW, rolls the day window and reclaims
 -- expired leases (their slots come back, their tokens stay spent) and lapsed
--- tickets (their capacity stays spent) (memScope.advance).
+-- tickets (their capacity stays spent, but under class rules it goes back)
+-- (memScope.advance).
 local function advance()
   if S[$STARTED] == 0 then return end
   local dt = (NOW - S[$LAST]) / 1e6
@@ -245,33 +317,25 @@ local function advance()
   if S[$TE] ~= 0 and NOW >= S[$TE] then
     -- Counts are taken from the sorted set, so keys that expired on their
     -- own leave no trace.
-    for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[$K_TEXP], '-inf', NOW)) do unbook(c) end
-    S[$NT] = call('ZCARD', KEYS[$K_TEXP])
-    if S[$NT] == 0 then
-      for d = 1, $NB do S[$BK + d] = 0 end
+    local rules = class_rules()
+    for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[$K_TEXP], '-inf', NOW)) do
+      local tk = unbook(c)
+      -- Under class rules a due ticket's claim checks the provider's bucket
+      -- (level + booked): the lapsed charge never reached the provider.
+      if tk and rules then refund(tk, 3) end
     end
+    S[$NT] = call('ZCARD', KEYS[$K_TEXP])
+    if S[$NT] == 0 then clear_booked() end
     local first = call('ZRANGE', KEYS[$K_TEXP], 0, 0, 'WITHSCORES')
     S[$TE] = tonumber(first[2]) or 0
   end
 end
 
-local function slot_free()
-  return S[$CAP + $ND] == 0 or S[$NL] < S[$CAP + $ND]
-end
-
--- charge takes c (charges at c[off + 1 .. off + 7]) from every budget; a
--- negative charge is a refund, capped at capacity. Grants are recorded in
--- the grant history.
-local function charge(c, off)
-  for d = 1, $NB do
-    local x, cap = c[off + d], S[$CAP + d]
-    if x ~= 0 and cap > 0 then S[$LV + d] = min(cap - S[$BK + d], S[$LV + d] - x) end
-  end
-  S[$DU + 1] = max(0, S[$DU + 1] + c[off + 5])
-  S[$DU + 2] = max(0, S[$DU + 2] + c[off + 6])
-  for d = 1, $ND do
-    if c[off + d] > 0 then S[$G + d] = S[$G + d] + c[off + d] end
-  end
+-- slot_free reports whether a call whose class may not consume fl (a
+-- fraction) of the in-flight slots finds one free.
+local function slot_free(fl)
+  local c = S[$CAP + $ND]
+  return c == 0 or S[$NL] < c - floor(fl * c)
 end
 
 -- note_expiry records a new lease (or, at i = TE, ticket) expiry.

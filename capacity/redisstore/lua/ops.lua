@@ -6,7 +6,7 @@
 -- arguments:
 --   'r' reserve: limits signature, call, numbers: day boundary, next
 --       boundary, attempt, class, charges x7, ttl, deadline (0: none),
---       book (1)
+--       book (1), since (0: none)
 --   's' settle:  call, lease id, numbers: day boundary, next boundary,
 --       final charges minus reserved x7 (in-flight 0)
 -- Numbers are one argument of little-endian doubles (Go's numbers type),
@@ -27,7 +27,7 @@ local INFLIGHT = $ND - 1 -- as a capacity.Dimension
 local LEASES_NEW, TICKETS_NEW = false, false
 
 -- The operation being decided.
-local CALL, ATTEMPT, CLASS, TTL, DEADLINE, BOOK
+local CALL, ATTEMPT, CLASS, TTL, DEADLINE, BOOK, SINCE
 local C = {}
 local UNDO_SCOPE, PROBE, CLAIM_CRED
 
@@ -35,7 +35,8 @@ local UNDO_SCOPE, PROBE, CLAIM_CRED
 -- scope starts each bucket at its burst capacity; a changed limit keeps
 -- levels, clamped.
 local function install_limits(sig)
-  -- version|rpm|itpm|otpm|tpm|rpd|tpd|inflight|burst ns|burst s|token burst|margin|...
+  -- version|rpm|itpm|otpm|tpm|rpd|tpd|inflight|burst ns|burst s|token burst|margin|
+  -- zone|offset|zone offset|standard floor|bulk floor|aging ns
   local f, pos = {}, 1
   while true do
     local j = string.find(sig, '|', pos, true)
@@ -48,6 +49,7 @@ local function install_limits(sig)
   end
   for d = 1, $ND do S[$L + d] = tonumber(f[1 + d]) end
   S[$BURST], S[$TBURST], S[$MARGIN] = tonumber(f[10]), tonumber(f[11]), tonumber(f[12])
+  S[$SF], S[$BF], S[$AG] = tonumber(f[16]), tonumber(f[17]), tonumber(f[18]) / 1000
   local first = S[$STARTED] == 0
   S[$STARTED], S[$SIG] = 1, sig
   recompute()
@@ -60,6 +62,37 @@ local function install_limits(sig)
       if S[$CAP + d] > 0 then S[$LV + d] = min(S[$LV + d], S[$CAP + d]) end
     end
   end
+end
+
+-- borrowable is what a call of class c may take, in bucket d, from what
+-- lower classes booked: their tickets are late by as much.
+local function borrowable(d, c)
+  if not class_rules() then return 0 end
+  local sum, r = 0, class_rank(c)
+  for _, lower in ipairs({1, 0, 2}) do -- as memScope.borrowable sums
+    if class_rank(lower) < r then sum = sum + S[$BC + lower * $NB + d] end
+  end
+  return sum
+end
+
+-- ticket_shortfall is how long (microseconds) a due ticket must still wait
+-- because a higher class borrowed its capacity: the provider's bucket,
+-- level + booked, must hold its charges above its class's floor fl. Zero
+-- without class rules.
+local function ticket_shortfall(tk, fl)
+  if not class_rules() then return 0 end
+  local w = 0
+  for d = 1, $NB do
+    local cap, c = S[$CAP + d], tk[3 + d]
+    if cap > 0 and c ~= 0 then
+      local short = min(c + fl * cap, cap) - (S[$LV + d] + S[$BK + d])
+      if short > $EPS then
+        -- In nanoseconds first, as memScope does, then up to the microsecond.
+        w = max(w, ceil(ceil(short / S[$RATE + d] * 1e9) / 1000))
+      end
+    end
+  end
+  return w
 end
 
 -- next_slot_at is the latest time a slot frees without any settle: the
@@ -105,7 +138,7 @@ local function granted(r, i)
     CB = b
     call('SET', KEYS[$K_CB], mp_pack(b), 'PX', ceil((block_end(b[2], b[4]) - NOW + $SLACK_US) / 1000))
   end
-  local room = slot_free()
+  local room = slot_free(0)
   for d = 1, $NB do
     if S[$CAP + d] > 0 and S[$LV + d] < 1 then room = false end
   end
@@ -117,8 +150,8 @@ end
 local function reserve(i)
   local sig = ARGV[i + 1]
   CALL = ARGV[i + 2]
-  BOUND1, BOUND2, ATTEMPT, CLASS, C[1], C[2], C[3], C[4], C[5], C[6], C[7], TTL, DEADLINE, BOOK =
-    unpack_numbers('<dddddddddddddd', ARGV[i + 3])
+  BOUND1, BOUND2, ATTEMPT, CLASS, C[1], C[2], C[3], C[4], C[5], C[6], C[7], TTL, DEADLINE, BOOK, SINCE =
+    unpack_numbers('<ddddddddddddddd', ARGV[i + 3])
   BOOK = BOOK == 1
   UNDO_SCOPE, PROBE, CLAIM_CRED = nil, false, false
 
@@ -161,32 +194,50 @@ local function reserve(i)
   local tk = get_ticket(CALL)
   if tk then
     if NOW < tk[1] then return deny(DENY_TICKET, 0, tk[1], true) end
-    if not slot_free() then return deny(DENY_CAPACITY, INFLIGHT, next_slot_at(), true) end
+    local fl = class_floor(effective_class(tk[3], SINCE))
+    local w = ticket_shortfall(tk, fl)
+    if w > 0 then
+      -- A higher class borrowed this ticket's capacity: it moves later.
+      tk[1], tk[2] = NOW + w, NOW + w + GRACE
+      call('HSET', KEYS[$K_TICKETS], CALL, mp_pack(tk))
+      call('ZADD', KEYS[$K_TEXP], tk[2], CALL)
+      call('ZADD', KEYS[$K_TAT], tk[1], CALL)
+      note_expiry(tk[2], $TE)
+      return deny(DENY_TICKET, 0, tk[1], true)
+    end
+    if not slot_free(fl) then return deny(DENY_CAPACITY, INFLIGHT, next_slot_at(), true) end
     unbook(CALL)
     return granted(append_lease({'G', 0, 0}, grant(tk, 3)), 2)
   end
 
+  -- The class's floor: the part of every budget it may not consume.
+  local class = effective_class(CLASS, SINCE)
+  local fl = class_floor(class)
+
   -- Per-day counters: a spent day is not booked; it resets at its boundary.
+  -- A large call may use a fresh day.
   for j = 1, 2 do
     local c = S[$CAP + $NB + j]
-    if c > 0 and S[$DU + j] + C[$NB + j] > c + $EPS then
+    if c > 0 and S[$DU + j] + C[$NB + j] > max(c - floor(fl * c), C[$NB + j]) + $EPS then
       return deny(DENY_DAILY, $NB + j - 1, S[$DE], false)
     end
   end
 
-  -- Per-minute buckets: the longest wait binds. While tickets hold part of
-  -- a bucket, a charge larger than the rest waits at least until the last of
-  -- them is due.
+  -- Per-minute buckets (memScope.fitWait): the longest wait binds. A call
+  -- leaves its floor untouched and may borrow what lower classes booked.
+  -- While tickets hold part of a bucket, a charge larger than the rest waits
+  -- at least until the last of them is due.
   local wait, binding = 0, -1
   for d = 1, $NB do
     local cap, c = S[$CAP + d], C[d]
     if cap > 0 and c ~= 0 then
-      local need = c - S[$LV + d]
+      local borrow = borrowable(d, class)
+      local need = min(c + fl * cap, cap) - S[$LV + d] - borrow
       if need > $EPS then
         -- In nanoseconds first, as memScope.fitWait does (rounding float
         -- noise away), then up to the microsecond.
         local w = ceil(ceil(need / S[$RATE + d] * 1e9) / 1000)
-        if c > cap - S[$BK + d] + $EPS and S[$NT] > 0 then
+        if c > cap - (S[$BK + d] - borrow) + $EPS and S[$NT] > 0 then
           local start, found = 0, false
           while not found do
             local ids = call('ZREVRANGE', KEYS[$K_TAT], start, start + 15, 'WITHSCORES')
@@ -207,7 +258,7 @@ local function reserve(i)
       end
     end
   end
-  if binding < 0 and slot_free() then
+  if binding < 0 and slot_free(fl) then
     charge(C, 0)
     local l = grant(C, 0)
     local r = {'g', l[4], 0, 0}
@@ -227,7 +278,11 @@ local function reserve(i)
     -- Book the future capacity now: the bucket goes negative, so later
     -- callers queue behind this one.
     charge(C, 0)
-    for d = 1, $NB do S[$BK + d] = S[$BK + d] + C[d] end
+    local bc = $BC + class_index(CLASS) * $NB
+    for d = 1, $NB do
+      S[$BK + d] = S[$BK + d] + C[d]
+      S[bc + d] = S[bc + d] + C[d]
+    end
     local t = {retry, retry + GRACE, CLASS}
     for d = 1, $ND do t[3 + d] = C[d] end
     if S[$NT] == 0 then TICKETS_NEW = true end

@@ -5,14 +5,6 @@
 
 local CALL, ID = ARGV[6], ARGV[7]
 
--- refund gives back the charges at c[off + 1 .. off + 7] but the slot.
-local function refund(c, off)
-  local neg = {}
-  for d = 1, $ND do neg[d] = -c[off + d] end
-  neg[$ND] = 0
-  charge(neg, 0)
-end
-
 if not load(false) then return {'none', NOW, EP, RESET, FREED} end
 advance()
 if ID == '' then
