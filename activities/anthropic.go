@@ -87,12 +87,9 @@ func (r AnthropicMessagesRequest) validate() error {
 // Messages sends a Messages request with SDK retries off and returns its
 // text, usage and rate-limit headers. Errors are handled as OpenAI.Chat's.
 func (a *Anthropic) Messages(ctx context.Context, req AnthropicMessagesRequest) (Result, error) {
-	if err := req.validate(); err != nil {
-		return Result{}, notSent(ctx, badRequest("anthropic messages: "+err.Error()))
-	}
-	key, err := a.opts.Credentials.APIKey(ctx, req.Credential)
+	key, err := a.opts.prepare(ctx, "anthropic messages", req.validate(), req.Credential)
 	if err != nil {
-		return Result{}, notSent(ctx, misconfigured("anthropic messages: "+err.Error()))
+		return Result{}, err
 	}
 	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
 	if a.opts.BaseURL != "" {

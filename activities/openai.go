@@ -80,12 +80,9 @@ func (r OpenAIChatRequest) validate() error {
 // produced them for the gate to classify; run ungated, they are classified
 // here and returned as secret-free ApplicationErrors.
 func (a *OpenAI) Chat(ctx context.Context, req OpenAIChatRequest) (Result, error) {
-	if err := req.validate(); err != nil {
-		return Result{}, notSent(ctx, badRequest("openai chat: "+err.Error()))
-	}
-	key, err := a.opts.Credentials.APIKey(ctx, req.Credential)
+	key, err := a.opts.prepare(ctx, "openai chat", req.validate(), req.Credential)
 	if err != nil {
-		return Result{}, notSent(ctx, misconfigured("openai chat: "+err.Error()))
+		return Result{}, err
 	}
 	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
 	if a.opts.BaseURL != "" {

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -31,4 +32,18 @@ func (o ClientOptions) check(name string) error {
 		return fmt.Errorf("activities: %s.RequestTimeout is %v; want >= 0", name, o.RequestTimeout)
 	}
 	return nil
+}
+
+// prepare checks a request before anything is sent: an invalid request is a
+// BadRequest, a credential the worker lacks is Misconfigured; either way the
+// gate is told the call never left. It returns the credential's key.
+func (o ClientOptions) prepare(ctx context.Context, what string, invalid error, credential string) (string, error) {
+	if invalid != nil {
+		return "", notSent(ctx, badRequest(what+": "+invalid.Error()))
+	}
+	key, err := o.Credentials.APIKey(ctx, credential)
+	if err != nil {
+		return "", notSent(ctx, misconfigured(what+": "+err.Error()))
+	}
+	return key, nil
 }
