@@ -1,14 +1,10 @@
 package activities_test
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
 
@@ -16,36 +12,15 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 	"github.com/tollgate-dev/tollgate/interceptor"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
-
-// redisClient returns a client on the test Redis (TOLLGATE_REDIS_ADDR, by
-// default `make redis`'s), failing under CI when there is none.
-func redisClient(t *testing.T) *redis.Client {
-	t.Helper()
-	addr := os.Getenv("TOLLGATE_REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6390"
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Redis at %s: %v", addr, err)
-		}
-		t.Skipf("no Redis at %s (make redis): %v", addr, err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
 
 // startRedisWorkers starts n gated workers on queue, each with its own
 // redisstore.Store on the same Redis and key prefix: one budget shared by
 // every worker.
 func startRedisWorkers(t *testing.T, e *e2e, queue string, n int, limits map[string]capacity.Limits) {
 	t.Helper()
-	rdb := redisClient(t)
+	rdb := testenv.RedisClient(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "tge2e-" + hex.EncodeToString(b[:])

@@ -1,39 +1,17 @@
 package capacity
 
 import (
-	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
-// headerText renders h as "key: value" lines, the fuzz corpus format.
-func headerText(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k + ": " + m[k] + "\n")
-	}
-	return b.String()
-}
-
-// parseHeaderText is the inverse of headerText for arbitrary input.
-func parseHeaderText(s string) http.Header {
-	h := http.Header{}
-	for line := range strings.SplitSeq(s, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
-	}
-	return h
-}
+var (
+	headerText      = testenv.HeaderText
+	parseHeaderText = testenv.ParseHeaderText
+)
 
 // FuzzParseHeaders checks that arbitrary headers never panic and that every
 // reported field is within its contract.

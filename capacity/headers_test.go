@@ -4,15 +4,13 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// headerFixtures is the shared header test vectors, relative to this package.
-const headerFixtures = "../../shared/fixtures/rate-limit-headers.json"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+)
 
 // fixtureTime is the date header of every fixture.
 var fixtureTime = time.Date(2026, 10, 15, 12, 0, 0, 0, time.UTC)
@@ -35,22 +33,14 @@ type expectedDimension struct {
 
 func loadHeaderFixtures(tb testing.TB) []headerFixture {
 	tb.Helper()
-	raw, err := os.ReadFile(headerFixtures)
-	require.NoError(tb, err)
 	var cases []headerFixture
-	require.NoError(tb, json.Unmarshal(raw, &cases))
+	testenv.LoadFixtures(tb, "rate-limit-headers.json", &cases, false)
 	require.NotEmpty(tb, cases)
 	return cases
 }
 
 // toHeader builds the header net/http would hand over (canonical keys).
-func toHeader(m map[string]string) http.Header {
-	h := make(http.Header, len(m))
-	for k, v := range m {
-		h.Set(k, v)
-	}
-	return h
-}
+func toHeader(m map[string]string) http.Header { return testenv.Header(m) }
 
 func seconds(s float64) time.Duration {
 	return time.Duration(math.Round(s * float64(time.Second)))

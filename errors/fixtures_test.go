@@ -1,15 +1,12 @@
 package errors
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	stderrors "errors"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
@@ -21,11 +18,8 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
-
-// errorFixtures is the shared provider error test vectors, relative to this
-// package.
-const errorFixtures = "../../shared/fixtures/provider-errors.json"
 
 // fixtureTime is the date header of every fixture.
 var fixtureTime = time.Date(2026, 10, 15, 12, 0, 0, 0, time.UTC)
@@ -57,23 +51,13 @@ type errorExpect struct {
 
 func loadErrorFixtures(tb testing.TB) []errorFixture {
 	tb.Helper()
-	raw, err := os.ReadFile(errorFixtures)
-	require.NoError(tb, err)
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var cases []errorFixture
-	require.NoError(tb, dec.Decode(&cases))
+	testenv.LoadFixtures(tb, "provider-errors.json", &cases, true)
 	require.NotEmpty(tb, cases)
 	return cases
 }
 
-func fixtureHeader(m map[string]string) http.Header {
-	h := make(http.Header, len(m))
-	for k, v := range m {
-		h.Set(k, v)
-	}
-	return h
-}
+func fixtureHeader(m map[string]string) http.Header { return testenv.Header(m) }
 
 // checkExpect checks v against every field e states; v may say more.
 func checkExpect(t *testing.T, e errorExpect, v Verdict) {

@@ -1,8 +1,6 @@
 package errors
 
 import (
-	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -10,30 +8,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
-func headerLines(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k + ": " + m[k] + "\n")
-	}
-	return b.String()
-}
-
-func parseHeaderLines(s string) http.Header {
-	h := http.Header{}
-	for line := range strings.SplitSeq(s, "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
-		}
-	}
-	return h
-}
+var (
+	headerLines      = testenv.HeaderText
+	parseHeaderLines = testenv.ParseHeaderText
+)
 
 // checkVerdict checks the contract every verdict keeps, whatever the input,
 // and that it converts to the error an activity returns.

@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,7 +64,9 @@ func TestDelayedRetryIsBenignWithNextRetryDelay(t *testing.T) {
 func TestLocalWait(t *testing.T) {
 	// A real clock: the second call waits ~100 ms in-process for its ticket.
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+	counting := &denialCounter{MemoryStore: store}
 	e2 := newEnvWithStore(t, store, capacity.Limits{RequestsPerMinute: 600, SafetyMargin: 1, Burst: 100 * time.Millisecond}, func(o *interceptor.Options) {
+		o.Store = counting
 		o.Clock = nil
 		o.MaxLocalWait = 5 * time.Second
 	})
@@ -76,6 +79,21 @@ func TestLocalWait(t *testing.T) {
 		assert.Equal(t, int32(1), a.n)
 	}
 	assert.Equal(t, int64(3), e2.provider.calls.Load())
+	assert.GreaterOrEqual(t, counting.denied.Load(), int64(2), "calls 2 and 3 were denied first, then waited")
+}
+
+// denialCounter counts the denials a store hands out.
+type denialCounter struct {
+	*capacity.MemoryStore
+	denied atomic.Int64
+}
+
+func (d *denialCounter) Reserve(ctx context.Context, r capacity.Request) (capacity.Reservation, error) {
+	res, err := d.MemoryStore.Reserve(ctx, r)
+	if err == nil && !res.Granted {
+		d.denied.Add(1)
+	}
+	return res, err
 }
 
 func TestRateLimitCoolsDownTheScopeForEveryone(t *testing.T) {

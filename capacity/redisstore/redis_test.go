@@ -4,41 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
-// redisAddr is where tests find Redis: TOLLGATE_REDIS_ADDR, by default the
-// throwaway server of `make redis`.
-func redisAddr() string {
-	if a := os.Getenv("TOLLGATE_REDIS_ADDR"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6390"
-}
+// redisAddr is where tests find Redis (testenv.RedisAddr).
+func redisAddr() string { return testenv.RedisAddr() }
 
-// testClient returns a client on the test Redis. If Redis does not answer,
-// the test fails when CI is set and is skipped otherwise.
-func testClient(t testing.TB) *redis.Client {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr(), PoolSize: 64})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		msg := "no Redis at " + redisAddr() + " (" + err.Error() + "); start one with `make redis` or set TOLLGATE_REDIS_ADDR"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
+// testClient returns a client on the test Redis (testenv.RedisClient).
+func testClient(t testing.TB) *redis.Client { return testenv.RedisClient(t) }
 
 // testPrefix returns a fresh random key prefix and deletes its keys when the
 // test ends.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -165,7 +166,7 @@ var inputCases = []Case{
 		h.grant(good)
 	}},
 	{"CanceledContext", func(h *harness) {
-		ctx, cancel := contextWithCancel(h.ctx)
+		ctx, cancel := context.WithCancel(h.ctx)
 		cancel()
 		_, err := h.store.Reserve(ctx, h.req(rpm(60), one()))
 		assert.Error(h.t, err)

@@ -6,30 +6,22 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/redisstore"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 func TestStatusShowsScopesFromRedis(t *testing.T) {
-	addr := envOr("TOLLGATE_REDIS_ADDR", "127.0.0.1:6390")
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
+	addr := testenv.RedisAddr()
+	rdb := testenv.RedisClient(t)
 	ctx := context.Background()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Redis at %s: %v", addr, err)
-		}
-		t.Skipf("no Redis at %s (make redis)", addr)
-	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "tgcli-" + hex.EncodeToString(b[:])
