@@ -15,16 +15,32 @@ const maxBatches = 2
 
 // Reserves and settles on one scope are decided in batches: an operation
 // that arrives while its scope's previous batches are in Redis waits for one
-// to return and goes with the next (group commit). A lone call goes at once; under
-// load a round trip and one read and write of the state serve many calls.
-// Each operation is still decided atomically and in arrival order, as if it
-// ran alone; each call takes part in exactly one round trip.
+// to return and goes with the next (group commit). A lone call goes at once;
+// under load a round trip and one read and write of the state serve many
+// calls. A second batch joins one already in Redis only once it holds at
+// least half as many operations (so a busy scope's batches stay large: a
+// script's fixed cost, reading and writing the state, is most of the cost
+// of a small one), or when the first returns. Each operation is still
+// decided atomically and in arrival order, as if it ran alone; each call
+// takes part in exactly one round trip.
 
 // batcher queues one scope's operations.
 type batcher struct {
 	mu      sync.Mutex
 	pending []*op
 	running int
+	sent    int // operations of the batch in Redis, when one is (running 1)
+}
+
+// ready reports whether pending operations go now. It requires b.mu.
+func (b *batcher) ready() bool {
+	switch b.running {
+	case 0:
+		return true
+	case maxBatches:
+		return false
+	}
+	return 2*len(b.pending) >= b.sent
 }
 
 // op is one queued reserve ('r') or settle ('s').
@@ -51,7 +67,7 @@ func (s *Store) do(k *scopeKeys, o *op) (*reply, header, error) {
 	b := &k.batch
 	b.mu.Lock()
 	b.pending = append(b.pending, o)
-	if b.running < maxBatches {
+	if b.ready() {
 		b.running++
 		ops := b.take()
 		b.mu.Unlock()
@@ -89,6 +105,7 @@ func (b *batcher) take() []*op {
 	ops := make([]*op, n)
 	copy(ops, b.pending)
 	b.pending = append(b.pending[:0], b.pending[n:]...)
+	b.sent = n
 	return ops
 }
 
@@ -122,10 +139,10 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 		close(o.done)
 	}
 	var next []*op
-	if len(b.pending) > 0 {
+	b.running--
+	if len(b.pending) > 0 && b.ready() {
+		b.running++
 		next = b.take()
-	} else {
-		b.running--
 	}
 	b.mu.Unlock()
 	for _, o := range abandoned {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,18 +49,44 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 // admission is one benchmark's figures, kept for the side-by-side summary.
 type admission struct {
-	nsPerOp, p50, p99, opsPerSec, roundTrips float64
+	nsPerOp, p50, p99, opsPerSec, roundTrips, redisCPU float64
+}
+
+// serverCPU returns the CPU time (user + system) the Redis server has used,
+// in microseconds, or -1 if INFO does not say.
+func serverCPU(rdb *redis.Client) float64 {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		return -1
+	}
+	total, found := 0.0, 0
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			total += f
+			found++
+		}
+	}
+	if found != 2 {
+		return -1
+	}
+	return total * 1e6
 }
 
 // runAdmission runs op b.N times from benchGoroutines goroutines and reports
 // the latency percentiles of timed (the part op measures) and round trips.
-func runAdmission(b *testing.B, hook *countHook, op func(i int) (time.Duration, error)) admission {
+func runAdmission(b *testing.B, rdb *redis.Client, hook *countHook, op func(i int) (time.Duration, error)) admission {
 	var next atomic.Int64
 	lat := make([][]time.Duration, benchGoroutines)
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	b.ReportAllocs()
 	before := hook.n.Load()
+	cpuBefore := serverCPU(rdb)
 	b.ResetTimer()
 	start := time.Now()
 	for g := range benchGoroutines {
@@ -83,6 +110,7 @@ func runAdmission(b *testing.B, hook *countHook, op func(i int) (time.Duration, 
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	cpuAfter := serverCPU(rdb)
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
@@ -94,6 +122,11 @@ func runAdmission(b *testing.B, hook *countHook, op func(i int) (time.Duration, 
 		p99:        float64(all[len(all)*99/100].Nanoseconds()),
 		opsPerSec:  float64(b.N) / elapsed.Seconds(),
 		roundTrips: float64(hook.n.Load()-before) / float64(b.N),
+		redisCPU:   -1,
+	}
+	if cpuBefore >= 0 && cpuAfter >= 0 {
+		a.redisCPU = (cpuAfter - cpuBefore) / float64(b.N)
+		b.ReportMetric(a.redisCPU*1e3, "redis-cpu-ns/op")
 	}
 	b.ReportMetric(a.p50, "p50-ns")
 	b.ReportMetric(a.p99, "p99-ns")
@@ -138,7 +171,7 @@ func benchReserveSettle(b *testing.B, addr string) admission {
 	charges := p.Charges(d)
 	ctx := context.Background()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	return runAdmission(b, hook, func(i int) (time.Duration, error) {
+	return runAdmission(b, rdb, hook, func(i int) (time.Duration, error) {
 		t0 := time.Now()
 		res, err := s.Reserve(ctx, capacity.Request{Scope: benchScope, Limits: benchLimits, Call: run + "-" + strconv.Itoa(i), Attempt: 1, Charges: charges, TTL: time.Minute})
 		lat := time.Since(t0)
@@ -162,7 +195,7 @@ func benchAllowN(b *testing.B, addr string) admission {
 	defer rdb.Del(context.Background(), "rate:"+key)
 	limit := redis_rate.PerSecond(1 << 30)
 	ctx := context.Background()
-	return runAdmission(b, hook, func(int) (time.Duration, error) {
+	return runAdmission(b, rdb, hook, func(int) (time.Duration, error) {
 		t0 := time.Now()
 		res, err := limiter.AllowN(ctx, key, limit, 1)
 		lat := time.Since(t0)
@@ -192,4 +225,5 @@ func BenchmarkAdmission(b *testing.B) {
 		ours.p50/1e3, ours.p50/theirs.p50, theirs.p50/1e3, ours.p99/1e3, theirs.p99/1e3, ours.nsPerOp, theirs.nsPerOp)
 	b.Logf("reserve+settle %.0f/s = %.2f× AllowN %.0f/s (target >= 0.5); %.2f round trips per admitted call (target <= 2)",
 		ours.opsPerSec, ours.opsPerSec/theirs.opsPerSec, theirs.opsPerSec, ours.roundTrips)
+	b.Logf("Redis CPU per admitted call %.1f µs vs %.1f µs per AllowN", ours.redisCPU, theirs.redisCPU)
 }

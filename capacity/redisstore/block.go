@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 )
@@ -29,15 +30,17 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 	}
 	k := s.keysFor(sc)
 	until := ceilMicros(b.Until)
+	// The state stores the detail as a zero-terminated string.
+	detail := strings.ReplaceAll(b.Detail, "\x00", "")
 	if b.Credential {
-		args := []any{s.nowArg(), int(b.Reason), until, b.Detail, b.HalfOpen.Microseconds(), flag(b.Probing)}
+		args := []any{s.nowArg(), int(b.Reason), until, detail, b.HalfOpen.Microseconds(), flag(b.Probing)}
 		if err := scriptBlockCred.Run(ctx, s.rdb, k.keys[keyCredBlock:keyCredBlock+1], args...).Err(); err != nil {
 			return s.orFallback(s.failed(ctx, "block", err))
 		}
 		s.up()
 		return nil
 	}
-	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), until, b.Detail, b.HalfOpen.Microseconds(), flag(b.Probing))
+	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), until, detail, b.HalfOpen.Microseconds(), flag(b.Probing))
 	_, _, err := s.run(ctx, "block", scriptBlock, k, args)
 	return s.orFallback(err)
 }

@@ -154,14 +154,65 @@ func TestStateLost(t *testing.T) {
 // a panic and never a grant.
 func TestCorruptState(t *testing.T) {
 	t.Parallel()
+	for name, value := range map[string]string{
+		"unknown format":   "not a state \xc1",
+		"truncated state":  "\x02\x00",
+		"state of a stray": "\x02" + strings.Repeat("x", 40),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, rdb := newTestStore(t, Options{})
+			ctx := context.Background()
+			l := capacity.Limits{RequestsPerMinute: 60}
+			_, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge()})
+			require.NoError(t, err)
+			require.NoError(t, rdb.Set(ctx, s.keysFor(keysScope).keys[keyState], value, 0).Err())
+			res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "b", Attempt: 1, Charges: oneCharge()})
+			require.Error(t, err)
+			require.False(t, res.Granted)
+			require.NotErrorIs(t, err, capacity.ErrStoreUnavailable, "a bad key is not an outage")
+		})
+	}
+}
+
+// TestEarlierStateFormat: state an earlier version wrote (msgpack) is
+// dropped as after a data loss: the scope restarts at its burst level, and
+// the leases stored beside it go with it.
+func TestEarlierStateFormat(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t, Options{})
+	ctx := context.Background()
+	l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: 2 * time.Second} // 2 at once
+	reserve := func(call string) capacity.Reservation {
+		res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: call, Attempt: 1, Charges: oneCharge()})
+		require.NoError(t, err)
+		return res
+	}
+	require.True(t, reserve("a0").Granted)
+	require.True(t, reserve("a1").Granted)
+	require.False(t, reserve("a2").Granted)
+	// A msgpack array of 77 fields, as the previous version stored.
+	old := "\xdc\x00\x4d" + strings.Repeat("\x00", 77)
+	require.NoError(t, rdb.Set(ctx, s.keysFor(keysScope).keys[keyState], old, 0).Err())
+	require.True(t, reserve("b0").Granted, "restarted at the burst level")
+	require.True(t, reserve("b1").Granted)
+	require.False(t, reserve("b2").Granted)
+	snap, err := s.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	require.Len(t, snap.Leases, 2, "the earlier leases went with their state")
+}
+
+// TestBlockDetailStored: a block's detail is kept as given, but for NUL
+// bytes (the state stores it as a zero-terminated string).
+func TestBlockDetailStored(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t, Options{})
 	ctx := context.Background()
 	l := capacity.Limits{RequestsPerMinute: 60}
 	_, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge()})
 	require.NoError(t, err)
-	require.NoError(t, rdb.Set(ctx, s.keysFor(keysScope).keys[keyState], "not msgpack \xc1", 0).Err())
-	res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "b", Attempt: 1, Charges: oneCharge()})
-	require.Error(t, err)
-	require.False(t, res.Granted)
-	require.NotErrorIs(t, err, capacity.ErrStoreUnavailable, "a bad key is not an outage")
+	require.NoError(t, s.Block(ctx, keysScope, capacity.Block{Reason: capacity.Cooldown, Until: time.Now().Add(time.Minute), Detail: "429 from\x00 provider"}))
+	snap, err := s.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	require.Len(t, snap.Blocks, 1)
+	require.Equal(t, "429 from provider", snap.Blocks[0].Detail)
 }

@@ -36,12 +36,18 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 	delta := final.Sub(lease.Charges)
 	delta[capacity.InFlight] = 0
 	b1, b2 := s.knownBoundsMicros(k)
-	n := make(numbers, 0, 8*(2+capacity.NumDimensions))
-	n = n.add(b1).add(b2)
+	// The script matches the stored lease by call and attempt: a lease whose
+	// ID is not the one its call and attempt make matches none (attempt 0).
+	attempt := int64(lease.Attempt)
+	if lease.ID != capacity.LeaseID(lease.Call, lease.Attempt) || attempt < 1 {
+		attempt = 0
+	}
+	n := make(numbers, 0, 8*(3+capacity.NumDimensions))
+	n = n.add(b1).add(b2).add(attempt)
 	for _, c := range delta {
 		n = n.add(c)
 	}
-	args := []any{lease.Call, lease.ID, []byte(n)}
+	args := []any{lease.Call, []byte(n)}
 	r, h, err := s.do(k, &op{ctx: ctx, kind: "s", args: args})
 	if err != nil {
 		return time.Time{}, err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -99,6 +100,12 @@ var layout = map[string]string{
 	"BC":      "65", // booked by ticket class (capacity.Class c, 0..2): 66 + c*NB .. 69 + c*NB
 	"NSTATE":  "77",
 
+	// STATE_VERSION is the first byte of a stored state: state in any other
+	// format is dropped (as after a data loss). STATE_FMT is the struct
+	// format of its fields.
+	"STATE_VERSION": "2",
+	"STATE_FMT":     stateFormat(77, 1, 3, 47),
+
 	// KEYS of a scope script, as in keys.go (1-based).
 	"K_EPOCH":   strconv.Itoa(keyEpoch + 1),
 	"K_CB":      strconv.Itoa(keyCredBlock + 1),
@@ -117,6 +124,16 @@ var layout = map[string]string{
 	"HALF_OPEN_MEMORY": strconv.FormatInt(HalfOpenMemory.Microseconds(), 10),
 	"DEF_MARGIN":       strconv.FormatFloat(capacity.DefaultSafetyMargin, 'g', -1, 64),
 	"DEF_BURST":        strconv.FormatFloat(capacity.DefaultBurst.Seconds(), 'g', -1, 64),
+}
+
+// stateFormat is the struct format of a state of n fields: doubles, but a
+// zero-terminated string at each of the (1-based) positions strs.
+func stateFormat(n int, strs ...int) string {
+	f := []byte(strings.Repeat("d", n))
+	for _, i := range strs {
+		f[i-1] = 's'
+	}
+	return string(f)
 }
 
 var constant = regexp.MustCompile(`\$[A-Z_]+`)

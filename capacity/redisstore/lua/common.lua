@@ -13,8 +13,12 @@
 local ceil, floor, min, max = math.ceil, math.floor, math.min, math.max
 local call = redis.call
 local mp_pack, mp_unpack = cmsgpack.pack, cmsgpack.unpack
+local spack, sunpack = struct.pack, struct.unpack
 
--- The state is one flat array (msgpack), laid out in scripts.go. Dimension d
+-- The state is one flat array, laid out in scripts.go and stored with
+-- struct.pack: a format version byte, then each field as a double or, for
+-- the three string fields, a zero-terminated string ($STATE_FMT). Decoding
+-- it is one C call and one table; msgpack grew the table one slot at a time. Dimension d
 -- is 1-based here (capacity.Dimension + 1); a per-dimension field sits at
 -- S[OFFSET + d]. Names after a dollar sign are constants that Go writes in
 -- as literals, not locals, so closures capture few upvalues: Lua 5.1 finds
@@ -71,6 +75,8 @@ local function recompute()
   end
 end
 
+local function unpack_state(v) return {sunpack('<$STATE_FMT', v, 2)} end
+
 -- load reads the credential's epoch, its block and the scope's state. State
 -- from another epoch is dropped (its keys outlived a data loss). With create
 -- false a missing state returns false.
@@ -85,8 +91,18 @@ local function load(create)
   end
   if v[2] then CB = mp_unpack(v[2]) end
   if v[3] then
-    S = mp_unpack(v[3])
-    if S[$EPOCH] ~= EP or #S ~= $NSTATE then
+    -- State of this format is read; msgpack state (0xdc: an array) is
+    -- an earlier version's and dropped; anything else is an error.
+    local version = string.byte(v[3], 1)
+    if version == $STATE_VERSION then
+      local ok, s = pcall(unpack_state, v[3])
+      if not ok then error({err = 'tollgate: unreadable scope state'}) end
+      S = s
+      S[$NSTATE + 1] = nil -- the position after the last field
+    elseif version ~= 0xdc then
+      error({err = 'tollgate: unknown scope state format'})
+    end
+    if not S or S[$EPOCH] ~= EP or #S ~= $NSTATE then
       S = nil
       RESET = 1
       call('DEL', KEYS[$K_STATE])
@@ -115,30 +131,64 @@ local function publish()
   end
 end
 
--- A lease is {attempt, class, granted at, expires, charges x7, granted x7};
--- a ticket is {at, expires, class, charges x7}.
+-- A lease is {attempt, class, granted at, expires, charges x7, granted x7},
+-- stored as 18 little-endian doubles (decode_lease); a ticket is {at,
+-- expires, class, charges x7} in msgpack.
 --
 -- Leases are read and written through a cache: a batch reads the leases of
 -- its calls with one HMGET (prefetch_leases) and writes the changed ones
 -- with one HSET and one HDEL (flush_leases), before anything reads the hash
 -- directly and before the script ends.
 local LEASES, DIRTY = {}, {} -- call -> lease (false: none); calls to write
+local RAW = {} -- call -> a prefetched lease, still encoded (false: none)
+local LEASE_FMT = '<dddddddddddddddddd'
 
+local function decode_lease(v)
+  if not v then return false end
+  local le = {sunpack(LEASE_FMT, v)}
+  le[19] = nil -- the position after the last field
+  return le
+end
+
+local function encode_lease(le)
+  return spack(LEASE_FMT, le[1], le[2], le[3], le[4], le[5], le[6], le[7], le[8], le[9],
+    le[10], le[11], le[12], le[13], le[14], le[15], le[16], le[17], le[18])
+end
+
+-- prefetch_leases reads the leases of calls with one HMGET; each is decoded
+-- when first needed (a settle needs only its attempt: lease_attempt).
 local function prefetch_leases(calls)
   if S[$NL] == 0 or #calls == 0 then return end
   local v = call('HMGET', KEYS[$K_LEASES], unpack(calls))
-  for i, c in ipairs(calls) do LEASES[c] = v[i] and mp_unpack(v[i]) or false end
+  for i, c in ipairs(calls) do RAW[c] = v[i] or false end
 end
 
 local function get_lease(c)
   local le = LEASES[c]
   if le == nil then
-    if S[$NL] == 0 then return nil end
-    local v = call('HGET', KEYS[$K_LEASES], c)
-    le = v and mp_unpack(v) or false
+    local v = RAW[c]
+    if v == nil then
+      if S[$NL] == 0 then return nil end
+      v = call('HGET', KEYS[$K_LEASES], c)
+    end
+    le = decode_lease(v)
     LEASES[c] = le
   end
   return le or nil
+end
+
+-- lease_attempt returns the attempt of c's lease, or nil if none.
+local function lease_attempt(c)
+  local le = LEASES[c]
+  if le == nil then
+    local v = RAW[c]
+    if v == nil then
+      le = get_lease(c)
+    elseif v then
+      return (sunpack('<d', v))
+    end
+  end
+  return le and le[1] or nil
 end
 
 local function put_lease(c, le)
@@ -146,7 +196,7 @@ local function put_lease(c, le)
 end
 
 local function drop_lease(c)
-  if get_lease(c) then
+  if lease_attempt(c) then
     LEASES[c], DIRTY[c] = false, true
     S[$NL] = S[$NL] - 1
   end
@@ -158,7 +208,7 @@ local function flush_leases()
   for c in pairs(DIRTY) do
     if LEASES[c] then
       set[#set + 1] = c
-      set[#set + 1] = mp_pack(LEASES[c])
+      set[#set + 1] = encode_lease(LEASES[c])
     else
       del[#del + 1] = c
     end
@@ -184,7 +234,7 @@ local function scan_leases()
   local all = call('HGETALL', KEYS[$K_LEASES])
   local dead, n, first = {}, 0, 0
   for i = 1, #all, 2 do
-    local ex = mp_unpack(all[i + 1])[4]
+    local ex = sunpack('<d', all[i + 1], 25)
     if ex <= NOW then
       dead[#dead + 1] = all[i]
       LEASES[all[i]] = false
@@ -234,6 +284,7 @@ end
 -- effective_class is c lifted one class for each AgingAfter waited since
 -- since (0: never) (Limits.effectiveClass).
 local function effective_class(c, since)
+  local S = S -- registers, not upvalues: this is hot
   local ag = S[$AG]
   if ag <= 0 or since == 0 or c == 1 then return c end
   local w = NOW - since
@@ -272,14 +323,24 @@ end
 -- negative charge is a refund, capped at capacity. Grants are recorded in
 -- the grant history.
 local function charge(c, off)
+  local S = S -- registers, not upvalues: this is hot
   for d = 1, $NB do
-    local x, cap = c[off + d], S[$CAP + d]
-    if x ~= 0 and cap > 0 then S[$LV + d] = min(cap - S[$BK + d], S[$LV + d] - x) end
+    local x = c[off + d]
+    if x ~= 0 then
+      local cap = S[$CAP + d]
+      if cap > 0 then
+        -- min(cap - booked, level - x), without a C call (this is hot).
+        local lv, top = S[$LV + d] - x, cap - S[$BK + d]
+        if lv > top then lv = top end
+        S[$LV + d] = lv
+      end
+    end
   end
-  S[$DU + 1] = max(0, S[$DU + 1] + c[off + 5])
-  S[$DU + 2] = max(0, S[$DU + 2] + c[off + 6])
+  local u1, u2 = S[$DU + 1] + c[off + 5], S[$DU + 2] + c[off + 6]
+  S[$DU + 1], S[$DU + 2] = u1 > 0 and u1 or 0, u2 > 0 and u2 or 0
   for d = 1, $ND do
-    if c[off + d] > 0 then S[$G + d] = S[$G + d] + c[off + d] end
+    local x = c[off + d]
+    if x > 0 then S[$G + d] = S[$G + d] + x end
   end
 end
 
@@ -296,6 +357,7 @@ end
 -- tickets (their capacity stays spent, but under class rules it goes back)
 -- (memScope.advance).
 local function advance()
+  local S, NOW = S, NOW -- registers, not upvalues: this is hot
   if S[$STARTED] == 0 then return end
   local dt = (NOW - S[$LAST]) / 1e6
   if dt > 0 then
@@ -334,6 +396,7 @@ end
 -- slot_free reports whether a call whose class may not consume fl (a
 -- fraction) of the in-flight slots finds one free.
 local function slot_free(fl)
+  local S = S -- registers, not upvalues: this is hot
   local c = S[$CAP + $ND]
   return c == 0 or S[$NL] < c - floor(fl * c)
 end
@@ -350,6 +413,7 @@ end
 -- Lease and ticket keys are given a TTL past their latest expiry whenever a
 -- later one arrives (or the key is new).
 local function save(leases_new, tickets_new)
+  local S, NOW = S, NOW -- registers, not upvalues: this is hot
   flush_leases()
   local dl = NOW
   for d = 1, $NB do
@@ -382,7 +446,7 @@ local function save(leases_new, tickets_new)
     call('PEXPIRE', KEYS[$K_TEXP], ttl)
     call('PEXPIRE', KEYS[$K_TAT], ttl)
   end
-  call('SET', KEYS[$K_STATE], mp_pack(S), 'PX', ceil((dl - NOW + $SLACK_US) / 1000))
+  call('SET', KEYS[$K_STATE], spack('<B$STATE_FMT', $STATE_VERSION, unpack(S, 1, $NSTATE)), 'PX', ceil((dl - NOW + $SLACK_US) / 1000))
 end
 
 -- block_end is when a block stops mattering: its end, or for a half-open

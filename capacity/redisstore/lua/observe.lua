@@ -59,7 +59,7 @@ for d = 1, $NB do
         if S[$NL] > 0 then
           flush_leases()
           for _, v in ipairs(call('HVALS', KEYS[$K_LEASES])) do
-            local le = mp_unpack(v)
+            local le = decode_lease(v)
             for e = 1, $NB do inflight[e] = inflight[e] + le[4 + e] end
           end
         end

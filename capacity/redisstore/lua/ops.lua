@@ -7,8 +7,8 @@
 --   'r' reserve: limits signature, call, numbers: day boundary, next
 --       boundary, attempt, class, charges x7, ttl, deadline (0: none),
 --       book (1), since (0: none)
---   's' settle:  call, lease id, numbers: day boundary, next boundary,
---       final charges minus reserved x7 (in-flight 0)
+--   's' settle:  call, numbers: day boundary, next boundary, attempt (0:
+--       matches no lease), final charges minus reserved x7 (in-flight 0)
 -- Numbers are one argument of little-endian doubles (Go's numbers type),
 -- read with one struct.unpack: tonumber of each costs far more.
 -- Reply: {'B', now, epoch, reset, freed, result...}, one result per
@@ -107,6 +107,7 @@ end
 -- block, nil for none. The caller may wait until retry: releases are
 -- announced until then.
 local function deny(reason, binding, retry, booked, blk)
+  local S = S -- registers, not upvalues: this is hot
   if retry > S[$WD] then S[$WD] = retry end
   if UNDO_SCOPE then
     for i = 1, 5 do S[$BLK + i] = UNDO_SCOPE[i] end
@@ -118,11 +119,12 @@ end
 
 -- grant stores the lease of CALL with charges c (at c[off + 1 .. off + 7]).
 local function grant(c, off)
+  local S = S -- registers, not upvalues: this is hot
   if S[$NL] == 0 then LEASES_NEW = true end
   local ex = NOW + TTL
-  local l = {ATTEMPT, CLASS, NOW, ex}
-  for d = 1, $ND do l[4 + d] = c[off + d] end
-  for d = 1, $ND do l[11 + d] = S[$G + d] end
+  local l = {ATTEMPT, CLASS, NOW, ex,
+    c[off + 1], c[off + 2], c[off + 3], c[off + 4], c[off + 5], c[off + 6], c[off + 7],
+    S[$G + 1], S[$G + 2], S[$G + 3], S[$G + 4], S[$G + 5], S[$G + 6], S[$G + 7]}
   put_lease(CALL, l)
   S[$NL] = S[$NL] + 1
   note_expiry(ex, $NE)
@@ -133,6 +135,7 @@ end
 -- plausibly be granted now, so a woken waiter passes the wake-up on) and
 -- probe, at r[i] and r[i + 1].
 local function granted(r, i)
+  local S = S -- registers, not upvalues: this is hot
   if CLAIM_CRED then
     local b = {CB[1], NOW + CB[4], CB[3], CB[4], 1}
     CB = b
@@ -148,6 +151,7 @@ end
 
 -- reserve decides the reserve operation at ARGV[i + 1 ..].
 local function reserve(i)
+  local S, C, NOW = S, C, NOW -- registers, not upvalues: this is hot
   local sig = ARGV[i + 1]
   CALL = ARGV[i + 2]
   BOUND1, BOUND2, ATTEMPT, CLASS, C[1], C[2], C[3], C[4], C[5], C[6], C[7], TTL, DEADLINE, BOOK, SINCE =
@@ -228,11 +232,14 @@ local function reserve(i)
   -- While tickets hold part of a bucket, a charge larger than the rest waits
   -- at least until the last of them is due.
   local wait, binding = 0, -1
+  local rules = class_rules()
   for d = 1, $NB do
     local cap, c = S[$CAP + d], C[d]
     if cap > 0 and c ~= 0 then
-      local borrow = borrowable(d, class)
-      local need = min(c + fl * cap, cap) - S[$LV + d] - borrow
+      local borrow = rules and borrowable(d, class) or 0
+      local want = c + fl * cap
+      if want > cap then want = cap end
+      local need = want - S[$LV + d] - borrow
       if need > $EPS then
         -- In nanoseconds first, as memScope.fitWait does (rounding float
         -- noise away), then up to the microsecond.
@@ -261,9 +268,7 @@ local function reserve(i)
   if binding < 0 and slot_free(fl) then
     charge(C, 0)
     local l = grant(C, 0)
-    local r = {'g', l[4], 0, 0}
-    for d = 1, $ND do r[4 + d] = l[11 + d] end
-    return granted(r, 3)
+    return granted({'g', l[4], 0, 0, l[12], l[13], l[14], l[15], l[16], l[17], l[18]}, 3)
   end
 
   local retry = NOW + wait
@@ -300,12 +305,14 @@ end
 -- state did not exist (before an earlier reserve of the batch made it) it
 -- does nothing, as MemoryStore.Settle on an unknown scope.
 local function settle(i)
+  local S, C = S, C -- registers, not upvalues: this is hot
   if not LOADED then return {'ok'} end
-  local c, id = ARGV[i + 1], ARGV[i + 2]
-  BOUND1, BOUND2, C[1], C[2], C[3], C[4], C[5], C[6], C[7] = unpack_numbers('<ddddddddd', ARGV[i + 3])
+  local c = ARGV[i + 1]
+  local attempt
+  BOUND1, BOUND2, attempt, C[1], C[2], C[3], C[4], C[5], C[6], C[7] = unpack_numbers('<dddddddddd', ARGV[i + 2])
   advance()
-  local le = get_lease(c)
-  if le and c .. '#' .. le[1] == id then
+  local a = lease_attempt(c)
+  if a and a == attempt then
     drop_lease(c)
   else
     -- The lease expired: its reservation stays spent; only debt applies.
@@ -316,7 +323,7 @@ local function settle(i)
   return {'ok'}
 end
 
-local ARGS = {r = 3, s = 3} -- arguments after the kind
+local ARGS = {r = 3, s = 2} -- arguments after the kind
 local has_reserve = false
 local i = 7
 while ARGV[i] do
@@ -339,7 +346,7 @@ end
 local calls = {}
 i = 7
 while ARGV[i] do
-  calls[#calls + 1] = ARGV[i + 2]
+  calls[#calls + 1] = ARGV[i] == 'r' and ARGV[i + 2] or ARGV[i + 1]
   i = i + 1 + ARGS[ARGV[i]]
 end
 prefetch_leases(calls)

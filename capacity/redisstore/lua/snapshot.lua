@@ -27,7 +27,7 @@ out[9], out[10] = bud, lv
 local leases, tickets = {}, {}
 if S[$NL] > 0 then
   local all = call('HGETALL', KEYS[$K_LEASES])
-  for i = 1, #all, 2 do leases[#leases + 1] = append_lease({all[i]}, mp_unpack(all[i + 1])) end
+  for i = 1, #all, 2 do leases[#leases + 1] = append_lease({all[i]}, decode_lease(all[i + 1])) end
 end
 if S[$NT] > 0 then
   local all = call('HGETALL', KEYS[$K_TICKETS])
