@@ -17,10 +17,11 @@ const maxBatches = 2
 // that arrives while its scope's previous batches are in Redis waits for one
 // to return and goes with the next (group commit). A lone call goes at once;
 // under load a round trip and one read and write of the state serve many
-// calls. A second batch joins one already in Redis only once it holds at
-// least half as many operations (so a busy scope's batches stay large: a
-// script's fixed cost, reading and writing the state, is most of the cost
-// of a small one), or when the first returns. Each operation is still
+// calls. A second batch joins one already in Redis only once it holds as
+// many operations, or when the first returns: a busy scope's batches stay
+// large (a script's fixed cost, defining its functions and reading and
+// writing the state, is most of the cost of a small one) while Redis still
+// has the next batch in hand when one ends. Each operation is still
 // decided atomically and in arrival order, as if it ran alone; each call
 // takes part in exactly one round trip.
 
@@ -40,7 +41,7 @@ func (b *batcher) ready() bool {
 	case maxBatches:
 		return false
 	}
-	return 2*len(b.pending) >= b.sent
+	return len(b.pending) >= b.sent
 }
 
 // op is one queued reserve ('r') or settle ('s').
