@@ -127,6 +127,15 @@ func (r *reply) sub() *reply {
 	return &reply{op: r.op, v: a}
 }
 
+// one reads the next element as a reply of its own.
+func (r *reply) one() *reply {
+	x, ok := r.next("an element")
+	if !ok {
+		return &reply{op: r.op, err: r.err}
+	}
+	return &reply{op: r.op, v: []any{x}}
+}
+
 // check folds a nested reply's error into r.
 func (r *reply) check(sub *reply) {
 	if r.err == nil && sub.err != nil {

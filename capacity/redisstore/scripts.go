@@ -115,6 +115,13 @@ var layout = map[string]string{
 	"K_TEXP":    strconv.Itoa(keyTicketExp + 1),
 	"K_TAT":     strconv.Itoa(keyTicketAt + 1),
 
+	"DENY_CAPACITY": strconv.Itoa(int(capacity.DenyCapacity)),
+	"DENY_BLOCKED":  strconv.Itoa(int(capacity.DenyBlocked)),
+	"DENY_DEADLINE": strconv.Itoa(int(capacity.DenyDeadline)),
+	"DENY_DAILY":    strconv.Itoa(int(capacity.DenyDailyQuota)),
+	"DENY_TICKET":   strconv.Itoa(int(capacity.DenyTicket)),
+	"INFLIGHT":      strconv.Itoa(int(capacity.InFlight)), // as a capacity.Dimension
+
 	"NB":               strconv.Itoa(int(capacity.Tokens) + 1),
 	"ND":               strconv.Itoa(capacity.NumDimensions),
 	"EPS":              "1e-6", // as capacity's epsilon

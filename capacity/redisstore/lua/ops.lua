@@ -18,12 +18,10 @@
 --   {'d', reason, binding, retry at, booked[, block x6 if blocked]}
 --   {'x', dimension, charge, capacity}    too large
 --   {'s', live attempt}                   stale attempt
--- A settle's: {'ok'}.
+-- A settle's: 'ok' (a string).
 
 local GRACE = tonumber(ARGV[6])
 local unpack_numbers = struct.unpack
-local DENY_CAPACITY, DENY_BLOCKED, DENY_DEADLINE, DENY_DAILY, DENY_TICKET = 1, 2, 3, 4, 5
-local INFLIGHT = $ND - 1 -- as a capacity.Dimension
 local LEASES_NEW, TICKETS_NEW = false, false
 
 -- The operation being decided.
@@ -179,10 +177,10 @@ local function reserve(i)
   -- Blocks: the scope's and its credential's; the later end binds.
   local cb = CB and CB[2] > NOW and CB
   if S[$BLK] == 1 and S[$BLK + 2] > NOW then
-    if cb and cb[2] > S[$BLK + 2] then return deny(DENY_BLOCKED, 0, cb[2], false, cb) end
-    return deny(DENY_BLOCKED, 0, S[$BLK + 2], false, false)
+    if cb and cb[2] > S[$BLK + 2] then return deny($DENY_BLOCKED, 0, cb[2], false, cb) end
+    return deny($DENY_BLOCKED, 0, S[$BLK + 2], false, false)
   end
-  if cb then return deny(DENY_BLOCKED, 0, cb[2], false, cb) end
+  if cb then return deny($DENY_BLOCKED, 0, cb[2], false, cb) end
 
   -- A half-open block that has run out lets exactly one call through: the
   -- probe holds the others off for the half-open time. A denied call gives
@@ -197,7 +195,7 @@ local function reserve(i)
   -- A call holding a ticket claims it at its time without competing again.
   local tk = get_ticket(CALL)
   if tk then
-    if NOW < tk[1] then return deny(DENY_TICKET, 0, tk[1], true) end
+    if NOW < tk[1] then return deny($DENY_TICKET, 0, tk[1], true) end
     local fl = class_floor(effective_class(tk[3], SINCE))
     local w = ticket_shortfall(tk, fl)
     if w > 0 then
@@ -207,9 +205,9 @@ local function reserve(i)
       call('ZADD', KEYS[$K_TEXP], tk[2], CALL)
       call('ZADD', KEYS[$K_TAT], tk[1], CALL)
       note_expiry(tk[2], $TE)
-      return deny(DENY_TICKET, 0, tk[1], true)
+      return deny($DENY_TICKET, 0, tk[1], true)
     end
-    if not slot_free(fl) then return deny(DENY_CAPACITY, INFLIGHT, next_slot_at(), true) end
+    if not slot_free(fl) then return deny($DENY_CAPACITY, $INFLIGHT, next_slot_at(), true) end
     unbook(CALL)
     return granted(append_lease({'G', 0, 0}, grant(tk, 3)), 2)
   end
@@ -222,8 +220,14 @@ local function reserve(i)
   -- A large call may use a fresh day.
   for j = 1, 2 do
     local c = S[$CAP + $NB + j]
-    if c > 0 and S[$DU + j] + C[$NB + j] > max(c - floor(fl * c), C[$NB + j]) + $EPS then
-      return deny(DENY_DAILY, $NB + j - 1, S[$DE], false)
+    if c > 0 then
+      local x = C[$NB + j]
+      local room = c
+      if fl > 0 then room = c - floor(fl * c) end
+      if room < x then room = x end
+      if S[$DU + j] + x > room + $EPS then
+        return deny($DENY_DAILY, $NB + j - 1, S[$DE], false)
+      end
     end
   end
 
@@ -273,13 +277,13 @@ local function reserve(i)
 
   local retry = NOW + wait
   if binding < 0 then
-    binding = INFLIGHT
+    binding = $INFLIGHT
     retry = next_slot_at()
   end
   if DEADLINE > 0 and retry > DEADLINE then
-    return deny(DENY_DEADLINE, binding, retry, false)
+    return deny($DENY_DEADLINE, binding, retry, false)
   end
-  if BOOK and binding ~= INFLIGHT then
+  if BOOK and binding ~= $INFLIGHT then
     -- Book the future capacity now: the bucket goes negative, so later
     -- callers queue behind this one.
     charge(C, 0)
@@ -296,9 +300,9 @@ local function reserve(i)
     call('ZADD', KEYS[$K_TAT], retry, CALL)
     S[$NT] = S[$NT] + 1
     note_expiry(t[2], $TE)
-    return deny(DENY_CAPACITY, binding, retry, true)
+    return deny($DENY_CAPACITY, binding, retry, true)
   end
-  return deny(DENY_CAPACITY, binding, retry, false)
+  return deny($DENY_CAPACITY, binding, retry, false)
 end
 
 -- settle decides the settle operation at ARGV[i + 1 ..]. On a scope whose
@@ -306,7 +310,7 @@ end
 -- does nothing, as MemoryStore.Settle on an unknown scope.
 local function settle(i)
   local S, C = S, C -- registers, not upvalues: this is hot
-  if not LOADED then return {'ok'} end
+  if not LOADED then return 'ok' end
   local c = ARGV[i + 1]
   local attempt
   BOUND1, BOUND2, attempt, C[1], C[2], C[3], C[4], C[5], C[6], C[7] = unpack_numbers('<dddddddddd', ARGV[i + 2])
@@ -320,46 +324,47 @@ local function settle(i)
   end
   charge(C, 0)
   publish()
-  return {'ok'}
+  return 'ok'
 end
 
-local ARGS = {r = 3, s = 2} -- arguments after the kind
-local has_reserve = false
+-- One pass checks the operations and collects their calls; a reserve has
+-- 3 arguments after its kind, a settle 2.
+local calls, has_reserve = {}, false
 local i = 7
 while ARGV[i] do
-  if not ARGS[ARGV[i]] then return redis.error_reply('tollgate: unknown operation ' .. ARGV[i]) end
-  if ARGV[i] == 'r' then has_reserve = true end
-  i = i + 1 + ARGS[ARGV[i]]
+  local kind = ARGV[i]
+  if kind == 'r' then
+    has_reserve = true
+    calls[#calls + 1] = ARGV[i + 2]
+    i = i + 4
+  elseif kind == 's' then
+    calls[#calls + 1] = ARGV[i + 1]
+    i = i + 3
+  else
+    return redis.error_reply('tollgate: unknown operation ' .. kind)
+  end
 end
 
+-- A settle's result is the string 'ok', not a table: one less table to
+-- build and to convert to a reply.
 local out = {'B', NOW, '', 0, 0}
 if not load(has_reserve) then
   -- Nothing to settle: the scope's state is gone (expired or lost).
-  i = 7
-  while ARGV[i] do
-    out[#out + 1] = {'ok'}
-    i = i + 1 + ARGS[ARGV[i]]
-  end
+  for j = 1, #calls do out[5 + j] = 'ok' end
   out[3], out[4] = EP, RESET
   return out
-end
-local calls = {}
-i = 7
-while ARGV[i] do
-  calls[#calls + 1] = ARGV[i] == 'r' and ARGV[i + 2] or ARGV[i + 1]
-  i = i + 1 + ARGS[ARGV[i]]
 end
 prefetch_leases(calls)
 i = 7
 while ARGV[i] do
-  local kind = ARGV[i]
-  if kind == 'r' then
+  if ARGV[i] == 'r' then
     out[#out + 1] = reserve(i)
     LOADED = true
+    i = i + 4
   else
     out[#out + 1] = settle(i)
+    i = i + 3
   end
-  i = i + 1 + ARGS[kind]
 end
 save(LEASES_NEW, TICKETS_NEW)
 out[3], out[4], out[5] = EP, RESET, FREED
