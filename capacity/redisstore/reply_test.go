@@ -106,3 +106,29 @@ func TestScriptsRender(t *testing.T) {
 		require.Empty(t, left.FindAllString(render(mustRead("lua/"+name)), -1), name)
 	}
 }
+
+// TestUnroll: a marked loop becomes one do ... end block per value, with
+// the variable written in; anything else is left as it is.
+func TestUnroll(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{
+			name: "marked",
+			in:   "x = 0\n  for d = 1, 2 do -- unroll\n    x = x + S[10 + d] -- d\n    y = dd\n  end\nz = 1",
+			want: "x = 0\n  do\n    x = x + S[10 + 1] -- 1\n    y = dd\n  end\n  do\n    x = x + S[10 + 2] -- 2\n    y = dd\n  end\nz = 1",
+		},
+		{
+			name: "not marked",
+			in:   "for d = 1, 2 do\n  x = d\nend",
+			want: "for d = 1, 2 do\n  x = d\nend",
+		},
+		{
+			name: "unclosed",
+			in:   "  for d = 1, 2 do -- unroll\n    x = d\nend",
+			want: "  for d = 1, 2 do -- unroll\n    x = d\nend",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, unroll(tc.in))
+		})
+	}
+}

@@ -145,15 +145,61 @@ func stateFormat(n int, strs ...int) string {
 
 var constant = regexp.MustCompile(`\$[A-Z_]+`)
 
-// render writes the layout's constants into a script. A name it does not
-// know stays as is and fails to compile in Redis (and in TestScriptsRender).
+// render writes the layout's constants into a script, then unrolls the
+// loops marked for it. A name it does not know stays as is and fails to
+// compile in Redis (and in TestScriptsRender).
 func render(src string) string {
-	return constant.ReplaceAllStringFunc(src, func(m string) string {
+	src = constant.ReplaceAllStringFunc(src, func(m string) string {
 		if v, ok := layout[m[1:]]; ok {
 			return v
 		}
 		return m
 	})
+	return unroll(src)
+}
+
+// unrollable is a loop marked for unrolling: "for v = 1, N do -- unroll"
+// on a line of its own, closed by "end" at the same indentation.
+var unrollable = regexp.MustCompile(`^(\s*)for ([a-z]\w*) = 1, (\d+) do -- unroll$`)
+
+// unroll replaces each marked loop by N copies of its body in do ... end
+// blocks, with the loop variable written as 1, 2, ... N: Lua then folds
+// S[50 + 1] to S[51] when it compiles the script, and the copies run
+// without the loop's own instructions. Every script runs its hot loops for
+// each operation, and Lua 5.1 pays for each instruction. The body must not
+// use the variable's name for anything else (it is replaced as a word) and
+// must not break out of the loop.
+func unroll(src string) string {
+	lines := strings.Split(src, "\n")
+	var out []string
+	for i := 0; i < len(lines); i++ {
+		m := unrollable.FindStringSubmatch(lines[i])
+		if m == nil {
+			out = append(out, lines[i])
+			continue
+		}
+		indent, name := m[1], m[2]
+		n, _ := strconv.Atoi(m[3])
+		end := i + 1
+		for end < len(lines) && lines[end] != indent+"end" {
+			end++
+		}
+		if end == len(lines) {
+			// Unclosed: leave the loop as it is; Redis reports the script.
+			out = append(out, lines[i])
+			continue
+		}
+		word := regexp.MustCompile(`\b` + name + `\b`)
+		for k := 1; k <= n; k++ {
+			out = append(out, indent+"do")
+			for _, l := range lines[i+1 : end] {
+				out = append(out, word.ReplaceAllString(l, strconv.Itoa(k)))
+			}
+			out = append(out, indent+"end")
+		}
+		i = end
+	}
+	return strings.Join(out, "\n")
 }
 
 // numbers are a script's numeric arguments packed as little-endian float64s,

@@ -324,7 +324,7 @@ end
 -- the grant history.
 local function charge(c, off)
   local S = S -- registers, not upvalues: this is hot
-  for d = 1, $NB do
+  for d = 1, $NB do -- unroll
     local x = c[off + d]
     if x ~= 0 then
       local cap = S[$CAP + d]
@@ -338,7 +338,7 @@ local function charge(c, off)
   end
   local u1, u2 = S[$DU + 1] + c[off + 5], S[$DU + 2] + c[off + 6]
   S[$DU + 1], S[$DU + 2] = u1 > 0 and u1 or 0, u2 > 0 and u2 or 0
-  for d = 1, $ND do
+  for d = 1, $ND do -- unroll
     local x = c[off + d]
     if x > 0 then S[$G + d] = S[$G + d] + x end
   end
@@ -361,7 +361,7 @@ local function advance()
   if S[$STARTED] == 0 then return end
   local dt = (NOW - S[$LAST]) / 1e6
   if dt > 0 then
-    for d = 1, $NB do
+    for d = 1, $NB do -- unroll
       local c = S[$CAP + d]
       if c > 0 then
         local top, lv = c - S[$BK + d], S[$LV + d]
@@ -416,7 +416,7 @@ local function save(leases_new, tickets_new)
   local S, NOW = S, NOW -- registers, not upvalues: this is hot
   flush_leases()
   local dl = NOW
-  for d = 1, $NB do
+  for d = 1, $NB do -- unroll
     local c, lv = S[$CAP + d], S[$LV + d]
     if c > 0 and lv < c then
       local t = NOW + ceil((c - lv) / S[$RATE + d] * 1e6)

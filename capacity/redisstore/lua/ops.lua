@@ -140,7 +140,7 @@ local function granted(r, i)
     call('SET', KEYS[$K_CB], mp_pack(b), 'PX', ceil((block_end(b[2], b[4]) - NOW + $SLACK_US) / 1000))
   end
   local room = slot_free(0)
-  for d = 1, $NB do
+  for d = 1, $NB do -- unroll
     if S[$CAP + d] > 0 and S[$LV + d] < 1 then room = false end
   end
   r[i], r[i + 1] = room and 1 or 0, PROBE and 1 or 0
@@ -161,7 +161,7 @@ local function reserve(i)
   advance()
 
   -- A demand that can never fit is refused, never queued.
-  for d = 1, $ND do
+  for d = 1, $ND do -- unroll
     local c = S[$CAP + d]
     if c > 0 and C[d] > c then return {'x', d - 1, C[d], fstr(c)} end
   end
@@ -218,7 +218,7 @@ local function reserve(i)
 
   -- Per-day counters: a spent day is not booked; it resets at its boundary.
   -- A large call may use a fresh day.
-  for j = 1, 2 do
+  for j = 1, 2 do -- unroll
     local c = S[$CAP + $NB + j]
     if c > 0 then
       local x = C[$NB + j]
@@ -237,7 +237,7 @@ local function reserve(i)
   -- at least until the last of them is due.
   local wait, binding = 0, -1
   local rules = class_rules()
-  for d = 1, $NB do
+  for d = 1, $NB do -- unroll
     local cap, c = S[$CAP + d], C[d]
     if cap > 0 and c ~= 0 then
       local borrow = rules and borrowable(d, class) or 0
@@ -320,7 +320,9 @@ local function settle(i)
     drop_lease(c)
   else
     -- The lease expired: its reservation stays spent; only debt applies.
-    for d = 1, $ND do C[d] = max(C[d], 0) end
+    for d = 1, $ND do -- unroll
+      if C[d] < 0 then C[d] = 0 end
+    end
   end
   charge(C, 0)
   publish()
