@@ -48,7 +48,9 @@ func (b *batcher) ready() bool {
 type op struct {
 	ctx  context.Context
 	kind string
-	args []any // after the kind
+	call string
+	nums numbers // a reserve's 15 or a settle's 10 (see lua/ops.lua)
+	sig  string  // a reserve's limits signature
 	done chan struct{}
 
 	// Set before done is closed.
@@ -113,11 +115,24 @@ func (b *batcher) take() []*op {
 // runBatch sends ops as one script, delivers each result and hands the
 // next batch, if any, to a new goroutine.
 func (s *Store) runBatch(k *scopeKeys, ops []*op) {
-	args := s.commonArgs(k, "", "", 1+len(ops)*4)
-	args = append(args, s.opts.TicketGrace.Microseconds())
+	// The batch's reserves share the first one's limits signature, sent
+	// once; a reserve with other limits sends its own.
+	sig := ""
 	for _, o := range ops {
-		args = append(args, o.kind)
-		args = append(args, o.args...)
+		if o.kind == "r" {
+			sig = o.sig
+			break
+		}
+	}
+	args := s.commonArgs(k, "", "", 2+len(ops)*2)
+	args = append(args, s.opts.TicketGrace.Microseconds(), sig)
+	for _, o := range ops {
+		if o.kind == "r" && o.sig != sig {
+			own := append(numbers(nil), o.nums...).add(0)
+			args = append(args, o.call, []byte(own), o.sig)
+			continue
+		}
+		args = append(args, o.call, []byte(o.nums))
 	}
 	ctx := context.WithoutCancel(ops[0].ctx)
 	r, h, err := s.run(ctx, "reserve/settle", scriptOps, k, args)

@@ -47,8 +47,7 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 	for _, c := range delta {
 		n = n.add(c)
 	}
-	args := []any{lease.Call, []byte(n)}
-	r, h, err := s.do(k, &op{ctx: ctx, kind: "s", args: args})
+	r, h, err := s.do(k, &op{ctx: ctx, kind: "s", call: lease.Call, nums: n})
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -35,6 +35,15 @@ func (s *Store) Reserve(ctx context.Context, req capacity.Request) (capacity.Res
 // reserve decides req in the scope's next batch. room reports that a grant
 // left room for another call.
 func (s *Store) reserve(ctx context.Context, k *scopeKeys, req capacity.Request) (capacity.Reservation, bool, error) {
+	r, h, err := s.do(k, s.reserveOp(ctx, k, req))
+	if err != nil {
+		return capacity.Reservation{}, false, err
+	}
+	return parseReserve(r, h, req)
+}
+
+// reserveOp returns req as an operation of a batch.
+func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Request) *op {
 	sig := s.signatureOf(req.Limits)
 	if v, ok := s.dayCache.Load(k.scopeKey); !ok || v.(capacity.DayBoundary) != req.Limits.DayReset {
 		s.dayCache.Store(k.scopeKey, req.Limits.DayReset)
@@ -61,8 +70,7 @@ func (s *Store) reserve(ctx context.Context, k *scopeKeys, req capacity.Request)
 		n = n.add(c)
 	}
 	n = n.add(ttl.Microseconds()).add(deadline).addBool(req.Book).add(since)
-	args := []any{sig, req.Call, []byte(n)}
-	o := &op{ctx: ctx, kind: "r", args: args, onAbandon: func(o *op) {
+	return &op{ctx: ctx, kind: "r", call: req.Call, nums: n, sig: sig, onAbandon: func(o *op) {
 		// The caller gave up after its request was sent: give back a grant
 		// or a booked ticket.
 		res, _, err := parseReserve(o.res, o.h, req)
@@ -74,11 +82,6 @@ func (s *Store) reserve(ctx context.Context, k *scopeKeys, req capacity.Request)
 			_ = s.Release(context.WithoutCancel(ctx), capacity.Lease{Scope: req.Scope, Call: req.Call})
 		}
 	}}
-	r, h, err := s.do(k, o)
-	if err != nil {
-		return capacity.Reservation{}, false, err
-	}
-	return parseReserve(r, h, req)
 }
 
 // parseReserve reads a reserve's result (see lua/ops.lua).

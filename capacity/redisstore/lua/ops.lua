@@ -2,13 +2,14 @@
 -- one after the other exactly as if each ran alone (MemoryStore.Reserve,
 -- MemoryStore.Settle): concurrent calls of one store share a round trip and
 -- the state is read and written once.
--- ARGV from 6: ticket grace, then the operations, each a kind and its
--- arguments:
---   'r' reserve: limits signature, call, numbers: day boundary, next
---       boundary, attempt, class, charges x7, ttl, deadline (0: none),
---       book (1), since (0: none)
---   's' settle:  call, numbers: day boundary, next boundary, attempt (0:
---       matches no lease), final charges minus reserved x7 (in-flight 0)
+-- ARGV from 6: ticket grace, the limits signature of the batch's reserves
+-- (''), then the operations, each a call and its numbers, told apart by
+-- the numbers' length (each argument costs Redis a string):
+--   reserve (15 numbers): day boundary, next boundary, attempt, class,
+--       charges x7, ttl, deadline (0: none), book (1), since (0: none);
+--       with a 16th number (0), a limits signature of its own follows
+--   settle (10 numbers): day boundary, next boundary, attempt (0: matches
+--       no lease), final charges minus reserved x7 (in-flight 0)
 -- Numbers are one argument of little-endian doubles (Go's numbers type),
 -- read with one struct.unpack: tonumber of each costs far more.
 -- Reply: {'B', now, epoch, reset, freed, result...}, one result per
@@ -21,6 +22,7 @@
 -- A settle's: 'ok' (a string).
 
 local GRACE = tonumber(ARGV[6])
+local BATCH_SIG = ARGV[7]
 local unpack_numbers = struct.unpack
 local LEASES_NEW, TICKETS_NEW = false, false
 
@@ -147,13 +149,14 @@ local function granted(r, i)
   return r
 end
 
--- reserve decides the reserve operation at ARGV[i + 1 ..].
-local function reserve(i)
+-- reserve decides the reserve operation at ARGV[i ..]; own is whether it
+-- carries a limits signature of its own.
+local function reserve(i, own)
   local S, C, NOW = S, C, NOW -- registers, not upvalues: this is hot
-  local sig = ARGV[i + 1]
-  CALL = ARGV[i + 2]
+  local sig = own and ARGV[i + 2] or BATCH_SIG
+  CALL = ARGV[i]
   BOUND1, BOUND2, ATTEMPT, CLASS, C[1], C[2], C[3], C[4], C[5], C[6], C[7], TTL, DEADLINE, BOOK, SINCE =
-    unpack_numbers('<ddddddddddddddd', ARGV[i + 3])
+    unpack_numbers('<ddddddddddddddd', ARGV[i + 1])
   BOOK = BOOK == 1
   UNDO_SCOPE, PROBE, CLAIM_CRED = nil, false, false
 
@@ -311,9 +314,9 @@ end
 local function settle(i)
   local S, C = S, C -- registers, not upvalues: this is hot
   if not LOADED then return 'ok' end
-  local c = ARGV[i + 1]
+  local c = ARGV[i]
   local attempt
-  BOUND1, BOUND2, attempt, C[1], C[2], C[3], C[4], C[5], C[6], C[7] = unpack_numbers('<dddddddddd', ARGV[i + 2])
+  BOUND1, BOUND2, attempt, C[1], C[2], C[3], C[4], C[5], C[6], C[7] = unpack_numbers('<dddddddddd', ARGV[i + 1])
   advance()
   local a = lease_attempt(c)
   if a and a == attempt then
@@ -329,22 +332,18 @@ local function settle(i)
   return 'ok'
 end
 
--- One pass checks the operations and collects their calls; a reserve has
--- 3 arguments after its kind, a settle 2.
+-- One pass checks the operations and collects their calls.
 local calls, has_reserve = {}, false
-local i = 7
+local i = 8
 while ARGV[i] do
-  local kind = ARGV[i]
-  if kind == 'r' then
+  local n = ARGV[i + 1] and #ARGV[i + 1]
+  if n == 120 or n == 128 then
     has_reserve = true
-    calls[#calls + 1] = ARGV[i + 2]
-    i = i + 4
-  elseif kind == 's' then
-    calls[#calls + 1] = ARGV[i + 1]
-    i = i + 3
-  else
-    return redis.error_reply('tollgate: unknown operation ' .. kind)
+  elseif n ~= 80 then
+    return redis.error_reply('tollgate: malformed operation at argument ' .. i)
   end
+  calls[#calls + 1] = ARGV[i]
+  if n == 128 then i = i + 3 else i = i + 2 end
 end
 
 -- A settle's result is the string 'ok', not a table: one less table to
@@ -357,15 +356,16 @@ if not load(has_reserve) then
   return out
 end
 prefetch_leases(calls)
-i = 7
+i = 8
 while ARGV[i] do
-  if ARGV[i] == 'r' then
-    out[#out + 1] = reserve(i)
-    LOADED = true
-    i = i + 4
-  else
+  local n = #ARGV[i + 1]
+  if n == 80 then
     out[#out + 1] = settle(i)
-    i = i + 3
+    i = i + 2
+  else
+    out[#out + 1] = reserve(i, n == 128)
+    LOADED = true
+    if n == 128 then i = i + 3 else i = i + 2 end
   end
 end
 save(LEASES_NEW, TICKETS_NEW)
