@@ -139,11 +139,7 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 	for _, o := range ops {
 		o.h, o.err = h, err
 		if err == nil {
-			if o.kind == "s" {
-				o.res = r.one() // a settle's result is one string
-			} else {
-				o.res = r.sub()
-			}
+			o.res = r.result()
 			if r.err != nil {
 				o.err = r.err
 			}

@@ -1,8 +1,10 @@
 package redisstore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -127,13 +129,30 @@ func (r *reply) sub() *reply {
 	return &reply{op: r.op, v: a}
 }
 
-// one reads the next element as a reply of its own.
-func (r *reply) one() *reply {
-	x, ok := r.next("an element")
+// result reads an operation's result: a nested array, or one element (a
+// string) as a reply of its own.
+func (r *reply) result() *reply {
+	x, ok := r.next("a result")
 	if !ok {
 		return &reply{op: r.op, err: r.err}
 	}
+	if a, ok := x.([]any); ok {
+		return &reply{op: r.op, v: a}
+	}
 	return &reply{op: r.op, v: []any{x}}
+}
+
+// packed reads a string of n little-endian doubles after a one-byte kind,
+// as the scripts pack hot results.
+func packed(s string, n int) ([]float64, bool) {
+	if len(s) != 1+8*n {
+		return nil, false
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[1+8*i : 9+8*i])))
+	}
+	return out, true
 }
 
 // check folds a nested reply's error into r.

@@ -1,7 +1,10 @@
 package redisstore
 
 import (
+	"encoding/binary"
+	"math"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,8 +25,9 @@ func TestBadReplies(t *testing.T) {
 		{"empty", []any{}},
 		{"unknown kind", []any{"z"}},
 		{"kind not a string", []any{int64(1)}},
-		{"grant cut short", []any{"g", int64(5)}},
-		{"grant with a string time", []any{"g", "soon", int64(0), int64(0), int64(1), int64(1), int64(1), int64(1), int64(1), int64(1), int64(1)}},
+		{"grant cut short", []any{"g" + strings.Repeat("\x00", 40)}},
+		{"grant with a fractional time", []any{packGrant(1.5, 0, 0, [capacity.NumDimensions]float64{})}},
+		{"grant with no time", []any{packGrant(0, 0, 0, [capacity.NumDimensions]float64{})}},
 		{"denial with a nil", []any{"d", int64(1), nil, int64(0), int64(0)}},
 		{"too large with a number capacity", []any{"x", int64(3), int64(600), int64(500)}},
 		{"too large with a bad number", []any{"x", int64(3), int64(600), "five hundred"}},
@@ -52,8 +56,8 @@ func TestParseReserve(t *testing.T) {
 	req := capacity.Request{Scope: keysScope, Call: "c", Attempt: 2, Class: capacity.Bulk, Charges: oneCharge()}
 	now := time.UnixMicro(1_800_000_000_000_000).UTC()
 	h := header{now: now}
-	mark := []any{int64(10), int64(0), int64(0), int64(0), int64(10), int64(0), int64(10)}
-	res, room, err := parseReserve(&reply{v: append([]any{"g", now.Add(time.Minute).UnixMicro(), int64(1), int64(1)}, mark...)}, h, req)
+	mark := [capacity.NumDimensions]float64{10, 0, 0, 0, 10, 0, 10}
+	res, room, err := parseReserve(&reply{v: []any{packGrant(float64(now.Add(time.Minute).UnixMicro()), 1, 1, mark)}}, h, req)
 	require.NoError(t, err)
 	require.True(t, room)
 	require.Equal(t, capacity.Reservation{
@@ -131,4 +135,13 @@ func TestUnroll(t *testing.T) {
 			require.Equal(t, tc.want, unroll(tc.in))
 		})
 	}
+}
+
+// packGrant packs a fresh grant's result as lua/ops.lua does.
+func packGrant(expires, room, probe float64, mark [capacity.NumDimensions]float64) string {
+	b := []byte{'g'}
+	for _, f := range append([]float64{expires, room, probe}, mark[:]...) {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	return string(b)
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
@@ -88,17 +89,25 @@ func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Reques
 func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservation, bool, error) {
 	res := capacity.Reservation{Now: h.now}
 	room := false
-	switch kind := r.str(); kind {
-	case "g": // a fresh grant: the lease is the request's
-		res.Granted = true
-		le := capacity.Lease{
-			ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
-			Charges: req.Charges, Class: req.Class, GrantedAt: h.now, Expires: r.time(),
+	kind := r.str()
+	if len(kind) > 1 && kind[0] == 'g' {
+		// A fresh grant, packed: expires, room, probe, mark x7. The lease
+		// is the request's.
+		f, ok := packed(kind, 3+capacity.NumDimensions)
+		if !ok || f[0] <= 0 || f[0] != math.Trunc(f[0]) {
+			return capacity.Reservation{}, false, fmt.Errorf("%w: reserve: malformed grant of %d bytes", ErrBadReply, len(kind))
 		}
-		room = r.int() == 1
-		res.Probe = r.int() == 1
-		le.Mark = r.mark()
-		res.Lease = le
+		res.Granted = true
+		res.Probe = f[2] == 1
+		res.Lease = capacity.Lease{
+			ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
+			Charges: req.Charges, Class: req.Class, GrantedAt: h.now, Expires: fromMicros(int64(f[0])),
+			Mark: capacity.Mark{Valid: true},
+		}
+		copy(res.Lease.Mark.Granted[:], f[3:])
+		return res, f[1] == 1, nil
+	}
+	switch kind {
 	case "G": // a stored lease: a repeat or a claimed ticket
 		res.Granted = true
 		room = r.int() == 1

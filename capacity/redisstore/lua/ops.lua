@@ -14,7 +14,8 @@
 -- read with one struct.unpack: tonumber of each costs far more.
 -- Reply: {'B', now, epoch, reset, freed, result...}, one result per
 -- operation. A reserve's result:
---   {'g', expires, room, probe, mark x7}  a fresh grant (the rest is the request)
+--   'g' expires room probe mark x7       a fresh grant (the rest is the request),
+--                                        packed as a string: 'g' and 10 doubles
 --   {'G', room, probe, lease x18}         a stored lease: a repeat or a claimed ticket
 --   {'d', reason, binding, retry at, booked[, block x6 if blocked]}
 --   {'x', dimension, charge, capacity}    too large
@@ -131,10 +132,11 @@ local function grant(c, off)
   return l
 end
 
--- granted completes a grant's result: room (whether another call could
+-- grant_flags returns, after a grant, room (1 when another call could
 -- plausibly be granted now, so a woken waiter passes the wake-up on) and
--- probe, at r[i] and r[i + 1].
-local function granted(r, i)
+-- probe (1 when the grant is a half-open block's probe), and claims a
+-- credential's probe.
+local function grant_flags()
   local S = S -- registers, not upvalues: this is hot
   if CLAIM_CRED then
     local b = {CB[1], NOW + CB[4], CB[3], CB[4], 1}
@@ -145,8 +147,7 @@ local function granted(r, i)
   for d = 1, $NB do -- unroll
     if S[$CAP + d] > 0 and S[$LV + d] < 1 then room = false end
   end
-  r[i], r[i + 1] = room and 1 or 0, PROBE and 1 or 0
-  return r
+  return room and 1 or 0, PROBE and 1 or 0
 end
 
 -- reserve decides the reserve operation at ARGV[i ..]; own is whether it
@@ -212,7 +213,9 @@ local function reserve(i, own)
     end
     if not slot_free(fl) then return deny($DENY_CAPACITY, $INFLIGHT, next_slot_at(), true) end
     unbook(CALL)
-    return granted(append_lease({'G', 0, 0}, grant(tk, 3)), 2)
+    local l = grant(tk, 3)
+    local room, probe = grant_flags()
+    return append_lease({'G', room, probe}, l)
   end
 
   -- The class's floor: the part of every budget it may not consume.
@@ -275,7 +278,8 @@ local function reserve(i, own)
   if binding < 0 and slot_free(fl) then
     charge(C, 0)
     local l = grant(C, 0)
-    return granted({'g', l[4], 0, 0, l[12], l[13], l[14], l[15], l[16], l[17], l[18]}, 3)
+    local room, probe = grant_flags()
+    return spack('<c1dddddddddd', 'g', l[4], room, probe, l[12], l[13], l[14], l[15], l[16], l[17], l[18])
   end
 
   local retry = NOW + wait
