@@ -126,9 +126,12 @@ local function grant(c, off)
   local l = {ATTEMPT, CLASS, NOW, ex,
     c[off + 1], c[off + 2], c[off + 3], c[off + 4], c[off + 5], c[off + 6], c[off + 7],
     S[$G + 1], S[$G + 2], S[$G + 3], S[$G + 4], S[$G + 5], S[$G + 6], S[$G + 7]}
-  put_lease(CALL, l)
+  LEASES[CALL], DIRTY[CALL] = l, true
   S[$NL] = S[$NL] + 1
-  note_expiry(ex, $NE)
+  -- note_expiry(ex, $NE), inline: this is hot.
+  local ne = S[$NE]
+  if ne == 0 or ex < ne then S[$NE] = ex end
+  if ex > S[$MX] then S[$MX] = ex end
   return l
 end
 
@@ -324,7 +327,9 @@ local function settle(i)
   advance()
   local a = lease_attempt(c)
   if a and a == attempt then
-    drop_lease(c)
+    -- drop_lease(c), knowing the lease is there: this is hot.
+    LEASES[c], DIRTY[c] = false, true
+    S[$NL] = S[$NL] - 1
   else
     -- The lease expired: its reservation stays spent; only debt applies.
     for d = 1, $ND do -- unroll
