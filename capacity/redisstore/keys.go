@@ -1,6 +1,10 @@
 package redisstore
 
-import "github.com/tollgate-dev/tollgate/capacity"
+import (
+	"sync/atomic"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
 
 // Key layout. Every key and the release channel of a scope begin with the
 // hash tag of its credential, {prefix:provider/credential}, so each script
@@ -37,6 +41,7 @@ type scopeKeys struct {
 	channel  string
 	failure  string // prefix of failure keys; the call follows
 	batch    batcher
+	day      atomic.Pointer[dayBounds] // the last day boundaries computed
 }
 
 func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {

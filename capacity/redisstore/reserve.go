@@ -49,7 +49,7 @@ func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Reques
 	if v, ok := s.dayCache.Load(k.scopeKey); !ok || v.(capacity.DayBoundary) != req.Limits.DayReset {
 		s.dayCache.Store(k.scopeKey, req.Limits.DayReset)
 	}
-	b1, b2 := s.bounds(req.Limits.DayReset)
+	b1, b2 := s.bounds(k, req.Limits.DayReset)
 	ttl := req.TTL
 	if ttl <= 0 {
 		ttl = capacity.DefaultLeaseTTL

@@ -120,9 +120,24 @@ func (s *Store) localNow() time.Time {
 // bounds returns the next two day boundaries of db around now, for a script
 // to roll the day window: the first boundary after an hour ago and the one
 // after it, so a Redis clock an hour off either way still finds its next one.
-func (s *Store) bounds(db capacity.DayBoundary) (int64, int64) {
-	b1 := db.Next(s.localNow().Add(-time.Hour))
-	return ceilMicros(b1), ceilMicros(db.Next(b1))
+// They are kept per scope until the first one is an hour past.
+func (s *Store) bounds(k *scopeKeys, db capacity.DayBoundary) (int64, int64) {
+	now := s.localNow()
+	if c := k.day.Load(); c != nil && c.db == db && !now.Before(c.from) && now.Add(-time.Hour).Before(c.b1) {
+		return c.us1, c.us2
+	}
+	b1 := db.Next(now.Add(-time.Hour))
+	c := &dayBounds{db: db, from: now, b1: b1, us1: ceilMicros(b1), us2: ceilMicros(db.Next(b1))}
+	k.day.Store(c)
+	return c.us1, c.us2
+}
+
+// dayBounds are a scope's day boundaries as computed at from: valid until
+// b1 is an hour past (or the clock goes back).
+type dayBounds struct {
+	db       capacity.DayBoundary
+	from, b1 time.Time
+	us1, us2 int64
 }
 
 // knownBounds returns bounds for sc's day boundary if this store has seen it
@@ -133,7 +148,7 @@ func (s *Store) knownBounds(k *scopeKeys) (any, any) {
 	if !ok {
 		return "", ""
 	}
-	b1, b2 := s.bounds(v.(capacity.DayBoundary))
+	b1, b2 := s.bounds(k, v.(capacity.DayBoundary))
 	return b1, b2
 }
 
@@ -144,7 +159,7 @@ func (s *Store) knownBoundsMicros(k *scopeKeys) (int64, int64) {
 	if !ok {
 		return 0, 0
 	}
-	return s.bounds(v.(capacity.DayBoundary))
+	return s.bounds(k, v.(capacity.DayBoundary))
 }
 
 // commonArgs returns ARGV[1..5] of a scope script.
