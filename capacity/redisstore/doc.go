@@ -26,7 +26,21 @@
 // Concurrent reserves and settles of one Store on one scope share a round
 // trip (group commit): each is still decided on its own, atomically, in
 // arrival order, and each call takes part in exactly one round trip per
-// operation; a lone call is sent at once.
+// operation; a lone call is sent at once. At most two batches of a scope
+// are in Redis at once, and the second is sent only once it is as large as
+// the first (or when the first returns): a script's fixed cost (defining
+// its functions, reading and writing the state) is most of a small batch's.
+//
+// # Upgrades
+//
+// The scope state is stored with struct.pack behind a format byte. State in
+// an earlier format (msgpack) is dropped on first touch, as after a data
+// loss: the scope restarts at its burst level once, and its earlier leases
+// and tickets go with it. Workers of two versions must not share a prefix
+// (give the new version a new Options.Prefix for a rolling deploy): the
+// newer drops the older's state each time it meets it, restarting the scope
+// at its burst level, and the older refuses the newer's state with an
+// error. State in no known format is an error, never a grant.
 //
 // # Clients, Cluster, ACL and TLS
 //
