@@ -200,7 +200,7 @@ local function reserve(i, own)
   if CB and CB[4] > 0 and CB[2] <= NOW then CLAIM_CRED, PROBE = true, true end
 
   -- A call holding a ticket claims it at its time without competing again.
-  local tk = get_ticket(CALL)
+  local tk = S[$NT] > 0 and get_ticket(CALL)
   if tk then
     if NOW < tk[1] then return deny($DENY_TICKET, 0, tk[1], true) end
     local fl = class_floor(effective_class(tk[3], SINCE))
@@ -222,8 +222,11 @@ local function reserve(i, own)
   end
 
   -- The class's floor: the part of every budget it may not consume.
-  local class = effective_class(CLASS, SINCE)
-  local fl = class_floor(class)
+  local class, fl = CLASS, 0
+  if S[$AG] > 0 or S[$SF] > 0 or S[$BF] > 0 then -- (no class rules: no calls)
+    class = effective_class(CLASS, SINCE)
+    fl = class_floor(class)
+  end
 
   -- Per-day counters: a spent day is not booked; it resets at its boundary.
   -- A large call may use a fresh day.
@@ -245,7 +248,7 @@ local function reserve(i, own)
   -- While tickets hold part of a bucket, a charge larger than the rest waits
   -- at least until the last of them is due.
   local wait, binding = 0, -1
-  local rules = class_rules()
+  local rules = S[$SF] > 0 or S[$BF] > 0 -- class_rules()
   for d = 1, $NB do -- unroll
     local cap, c = S[$CAP + d], C[d]
     if cap > 0 and c ~= 0 then
