@@ -47,6 +47,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		if notifier != nil {
 			released, stop = notifier.Released(req.Scope)
 		}
+		sent := clk.Now()
 		r, err := s.Reserve(ctx, req)
 		if err != nil || r.Granted {
 			stop()
@@ -57,9 +58,14 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 			stop()
 			return r, nil
 		}
+		// The store's wait (in its own clock), less the local time that
+		// passed since the request was sent: a wake-up that raced the
+		// answer never sleeps past RetryAt.
 		d := minSleep
 		if !r.RetryAt.IsZero() {
-			d = max(r.RetryAt.Sub(r.Now), minSleep)
+			if wait := r.RetryAt.Sub(r.Now); wait > minSleep {
+				d = max(wait-clk.Now().Sub(sent), 0)
+			}
 		}
 		if opts.MaxWait > 0 && clk.Now().Sub(start)+d > opts.MaxWait {
 			stop()

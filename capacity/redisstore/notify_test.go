@@ -28,6 +28,16 @@ func TestReleasedWakesTheHead(t *testing.T) {
 	l := capacity.Limits{RequestsPerMinute: 600, MaxInFlight: 1}
 	res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge()})
 	require.NoError(t, err)
+	// The first waiter subscribes the scope's channel in the background, and
+	// the subscription's confirmation wakes the head once (releases may have
+	// been missed while it was made): let a probe take that wake-up first.
+	probe, stopProbe := s.Released(keysScope)
+	select {
+	case <-probe:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription was never confirmed")
+	}
+	stopProbe()
 	first, stop1 := s.Released(keysScope)
 	gone, stopGone := s.Released(keysScope)
 	second, stop2 := s.Released(keysScope)

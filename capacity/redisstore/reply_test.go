@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"regexp"
 	"strings"
@@ -144,4 +145,36 @@ func packGrant(expires, room, probe float64, mark [capacity.NumDimensions]float6
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
 	}
 	return string(b)
+}
+
+// FuzzParseReserve: whatever a reserve's result holds (a packed grant of
+// any bytes, or an array of any shape), parsing returns a reservation or an
+// error wrapping ErrBadReply, never panics, and a grant it accepts has an
+// expiry and the request's lease.
+func FuzzParseReserve(f *testing.F) {
+	f.Add(packGrant(1_800_000_060_000_000, 1, 0, [capacity.NumDimensions]float64{10, 0, 0, 0, 10, 0, 10}), int64(0))
+	f.Add("g", int64(1))
+	f.Add("d", int64(2))
+	f.Add("x", int64(3))
+	f.Add("G", int64(4))
+	f.Add("s", int64(5))
+	req := capacity.Request{Scope: keysScope, Call: "c", Attempt: 1, Charges: oneCharge()}
+	h := header{now: time.UnixMicro(1_800_000_000_000_000)}
+	f.Fuzz(func(t *testing.T, kind string, n int64) {
+		// The result as a string alone, and as the head of an array of
+		// integers (the shape of every result but a fresh grant).
+		for _, v := range [][]any{{kind}, {kind, n, n, n, n, n, n, n, n, n, n, n}} {
+			res, _, err := parseReserve(&reply{op: "fuzz", v: v}, h, req)
+			if err != nil {
+				var tooLarge *capacity.DemandTooLargeError
+				if !errors.Is(err, ErrBadReply) && !errors.Is(err, capacity.ErrStaleAttempt) && !errors.As(err, &tooLarge) {
+					t.Fatalf("unexpected error kind: %v", err)
+				}
+				continue
+			}
+			if res.Granted && (res.Lease.Expires.IsZero() || res.Lease.Call != req.Call && res.Lease.Call != "") {
+				t.Fatalf("grant without an expiry or with another call: %+v", res)
+			}
+		}
+	})
 }
