@@ -206,9 +206,13 @@ end
 local function flush_leases()
   local set, del = {}, {}
   for c in pairs(DIRTY) do
-    if LEASES[c] then
+    local le = LEASES[c]
+    if le then
       set[#set + 1] = c
-      set[#set + 1] = encode_lease(LEASES[c])
+      set[#set + 1] = encode_lease(le)
+    elseif le == nil and RAW[c] then -- granted: stored encoded
+      set[#set + 1] = c
+      set[#set + 1] = RAW[c]
     else
       del[#del + 1] = c
     end

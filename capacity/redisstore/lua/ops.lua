@@ -123,16 +123,17 @@ local function grant(c, off)
   local S = S -- registers, not upvalues: this is hot
   if S[$NL] == 0 then LEASES_NEW = true end
   local ex = NOW + TTL
-  local l = {ATTEMPT, CLASS, NOW, ex,
+  -- Stored encoded, as flush_leases writes it: no table to build.
+  RAW[CALL] = spack(LEASE_FMT, ATTEMPT, CLASS, NOW, ex,
     c[off + 1], c[off + 2], c[off + 3], c[off + 4], c[off + 5], c[off + 6], c[off + 7],
-    S[$G + 1], S[$G + 2], S[$G + 3], S[$G + 4], S[$G + 5], S[$G + 6], S[$G + 7]}
-  LEASES[CALL], DIRTY[CALL] = l, true
+    S[$G + 1], S[$G + 2], S[$G + 3], S[$G + 4], S[$G + 5], S[$G + 6], S[$G + 7])
+  LEASES[CALL], DIRTY[CALL] = nil, true
   S[$NL] = S[$NL] + 1
   -- note_expiry(ex, $NE), inline: this is hot.
   local ne = S[$NE]
   if ne == 0 or ex < ne then S[$NE] = ex end
   if ex > S[$MX] then S[$MX] = ex end
-  return l
+  return ex
 end
 
 -- grant_flags returns, after a grant, room (1 when another call could
@@ -216,9 +217,9 @@ local function reserve(i, own)
     end
     if not slot_free(fl) then return deny($DENY_CAPACITY, $INFLIGHT, next_slot_at(), true) end
     unbook(CALL)
-    local l = grant(tk, 3)
+    grant(tk, 3)
     local room, probe = grant_flags()
-    return append_lease({'G', room, probe}, l)
+    return append_lease({'G', room, probe}, get_lease(CALL))
   end
 
   -- The class's floor: the part of every budget it may not consume.
@@ -283,9 +284,11 @@ local function reserve(i, own)
   end
   if binding < 0 and slot_free(fl) then
     charge(C, 0)
-    local l = grant(C, 0)
+    local ex = grant(C, 0)
     local room, probe = grant_flags()
-    return spack('<c1dddddddddd', 'g', l[4], room, probe, l[12], l[13], l[14], l[15], l[16], l[17], l[18])
+    -- The mark is the grant history the lease was stored with.
+    return spack('<c1dddddddddd', 'g', ex, room, probe,
+      S[$G + 1], S[$G + 2], S[$G + 3], S[$G + 4], S[$G + 5], S[$G + 6], S[$G + 7])
   end
 
   local retry = NOW + wait
