@@ -193,12 +193,9 @@ func (m *diffModel) send(t *rapid.T, req capacity.Request) {
 	require.Equal(t, a.Binding, b.Binding)
 	require.Equal(t, a.Booked, b.Booked)
 	sameBlock(t, a.Block, b.Block)
-	// Redis rounds waits up to the microsecond, memory to the nanosecond;
-	// and the refill's elapsed seconds are computed from microseconds in
-	// Lua and from a Duration in Go, whose last bits can differ, rarely
-	// moving a wait across a nanosecond (found by this test at
-	// .117650001 s against .11765 s).
-	require.True(t, within(b.RetryAt.Sub(a.RetryAt)), "retryAt: memory %v, redis %v", a.RetryAt, b.RetryAt)
+	// Redis rounds waits up to the microsecond, memory to the nanosecond.
+	d := b.RetryAt.Sub(a.RetryAt)
+	require.True(t, d >= 0 && d < time.Microsecond, "retryAt: memory %v, redis %v", a.RetryAt, b.RetryAt)
 	m.retryAt = b.RetryAt
 	if b.Booked {
 		m.booked[req.Call], m.bookedAt[req.Call] = req, b.RetryAt
@@ -375,9 +372,9 @@ func sameSnapshot(t *rapid.T, a, b capacity.Snapshot) {
 	for i := range a.Tickets {
 		ta, tb := a.Tickets[i], b.Tickets[i]
 		d := tb.At.Sub(ta.At)
-		require.True(t, within(d), "ticket at: memory %v, redis %v", ta.At, tb.At)
+		require.True(t, d >= 0 && d < time.Microsecond, "ticket at: memory %v, redis %v", ta.At, tb.At)
 		d = tb.Expires.Sub(ta.Expires)
-		require.True(t, within(d), "ticket expires: memory %v, redis %v", ta.Expires, tb.Expires)
+		require.True(t, d >= 0 && d < time.Microsecond, "ticket expires: memory %v, redis %v", ta.Expires, tb.Expires)
 		ta.At, tb.At, ta.Expires, tb.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 		require.Equal(t, ta, tb)
 	}
@@ -386,8 +383,3 @@ func sameSnapshot(t *rapid.T, a, b capacity.Snapshot) {
 		sameBlock(t, a.Blocks[i], b.Blocks[i])
 	}
 }
-
-// within reports whether a Redis time d after the memory store's is the
-// same time at the stores' resolution: Redis rounds up to the microsecond,
-// and float rounding may put it a nanosecond early.
-func within(d time.Duration) bool { return d > -time.Microsecond && d < time.Microsecond }

@@ -363,7 +363,14 @@ end
 local function advance()
   local S, NOW = S, NOW -- registers, not upvalues: this is hot
   if S[$STARTED] == 0 then return end
-  local dt = (NOW - S[$LAST]) / 1e6
+  -- Elapsed seconds computed as Go's Duration.Seconds does (whole seconds
+  -- plus nanoseconds / 1e9), so the refill matches the memory store's to
+  -- the last bit.
+  local dt, us = 0, NOW - S[$LAST]
+  if us > 0 then
+    local sec = floor(us / 1e6)
+    dt = sec + (us - sec * 1e6) * 1000 / 1e9
+  end
   if dt > 0 then
     for d = 1, $NB do -- unroll
       local c = S[$CAP + d]
