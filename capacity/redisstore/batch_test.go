@@ -33,19 +33,13 @@ func TestBatchMixedLimits(t *testing.T) {
 		{Scope: keysScope, Limits: tight, Call: "c", Attempt: 1, Charges: charges, TTL: time.Minute},
 		{Scope: keysScope, Limits: roomy, Call: "d", Attempt: 1, Charges: charges, TTL: time.Minute},
 	}
-	ops := []*op{s.reserveOp(ctx, k, reqs[0]), s.reserveOp(ctx, k, reqs[1])}
-	n := make(numbers, 0, 80).add(0).add(0).add(1)
-	for range capacity.NumDimensions {
-		n = n.add(0)
+	ops := []*op{
+		s.reserveOp(ctx, k, reqs[0]),
+		s.reserveOp(ctx, k, reqs[1]),
+		s.settleOp(ctx, k, res.Lease, res.Lease.Charges),
+		s.reserveOp(ctx, k, reqs[2]),
 	}
-	ops = append(ops, &op{ctx: ctx, kind: "s", call: "a", nums: n}, s.reserveOp(ctx, k, reqs[2]))
-	for _, o := range ops {
-		o.done = make(chan struct{})
-	}
-	k.batch.mu.Lock()
-	k.batch.running++
-	k.batch.mu.Unlock()
-	s.runBatch(k, ops)
+	runOps(s, k, ops)
 
 	got, _, err := parseReserve(ops[0].res, ops[0].h, reqs[0])
 	require.NoError(t, err)
@@ -65,4 +59,16 @@ func TestBatchMixedLimits(t *testing.T) {
 		calls[le.Call] = true
 	}
 	require.Equal(t, map[string]bool{"b": true, "d": true}, calls, "a settled, b and d granted, c refused")
+}
+
+// runOps runs ops as one batch of k's scope, as the batcher would send
+// them together, and returns once each has its result.
+func runOps(s *Store, k *scopeKeys, ops []*op) {
+	for _, o := range ops {
+		o.done = make(chan struct{})
+	}
+	k.batch.mu.Lock()
+	k.batch.running++
+	k.batch.mu.Unlock()
+	s.runBatch(k, ops)
 }

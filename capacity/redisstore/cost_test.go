@@ -52,8 +52,6 @@ func TestScriptCost(t *testing.T) {
 	d := capacity.Demand{InputTokens: 800, MaxTokens: 256}
 	charges := p.Charges(d)
 	final := p.Settle(d, charges, capacity.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})
-	delta := final.Sub(charges)
-	delta[capacity.InFlight] = 0
 
 	var granted []capacity.Lease
 	batch := func(n int) {
@@ -63,21 +61,10 @@ func TestScriptCost(t *testing.T) {
 			reqs[i] = capacity.Request{Scope: benchScope, Limits: benchLimits, Call: fmt.Sprintf("c%d-%d", len(granted), i), Attempt: 1, Charges: charges, TTL: time.Minute}
 			ops = append(ops, s.reserveOp(ctx, k, reqs[i]))
 		}
-		b1, b2 := s.knownBoundsMicros(k)
 		for _, le := range granted[max(0, len(granted)-n):] {
-			nums := make(numbers, 0, 80).add(b1).add(b2).add(int64(le.Attempt))
-			for _, c := range delta {
-				nums = nums.add(c)
-			}
-			ops = append(ops, &op{ctx: ctx, kind: "s", call: le.Call, nums: nums})
+			ops = append(ops, s.settleOp(ctx, k, le, final))
 		}
-		for _, o := range ops {
-			o.done = make(chan struct{})
-		}
-		k.batch.mu.Lock()
-		k.batch.running++
-		k.batch.mu.Unlock()
-		s.runBatch(k, ops)
+		runOps(s, k, ops)
 		for i, req := range reqs {
 			res, _, err := parseReserve(ops[i].res, ops[i].h, req)
 			require.NoError(t, err)

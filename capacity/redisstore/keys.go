@@ -12,7 +12,7 @@ import (
 //
 //	{P:C}:epoch        the credential's epoch token (no TTL; see package doc)
 //	{P:C}:cb           credential-wide block; TTL: the block's end
-//	{P:C}:s:K          scope state (msgpack); TTL: when the scope stops mattering
+//	{P:C}:s:K          scope state (struct-packed); TTL: when the scope stops mattering
 //	{P:C}:l:K          live leases by call; TTL: the latest expiry
 //	{P:C}:t:K          booked tickets by call; TTL: at least the latest lapse
 //	{P:C}:te:K         ticket lapse times (sorted set)

@@ -33,6 +33,20 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 		return time.Time{}, err
 	}
 	k := s.keysFor(lease.Scope)
+	r, h, err := s.do(k, s.settleOp(ctx, k, lease, final))
+	if err != nil {
+		return time.Time{}, err
+	}
+	if kind := r.str(); r.err != nil || kind != "ok" {
+		return time.Time{}, fmt.Errorf("%w: settle: result %q %v", ErrBadReply, kind, r.err)
+	}
+	s.notify.wake(k.scopeKey, 1)
+	return h.now, nil
+}
+
+// settleOp returns the settlement of lease with final charges as an
+// operation of a batch.
+func (s *Store) settleOp(ctx context.Context, k *scopeKeys, lease capacity.Lease, final capacity.Charges) *op {
 	delta := final.Sub(lease.Charges)
 	delta[capacity.InFlight] = 0
 	b1, b2 := s.knownBoundsMicros(k)
@@ -47,15 +61,7 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 	for _, c := range delta {
 		n = n.add(c)
 	}
-	r, h, err := s.do(k, &op{ctx: ctx, kind: "s", call: lease.Call, nums: n})
-	if err != nil {
-		return time.Time{}, err
-	}
-	if kind := r.str(); r.err != nil || kind != "ok" {
-		return time.Time{}, fmt.Errorf("%w: settle: result %q %v", ErrBadReply, kind, r.err)
-	}
-	s.notify.wake(k.scopeKey, 1)
-	return h.now, nil
+	return &op{ctx: ctx, kind: "s", call: lease.Call, nums: n}
 }
 
 // Release implements capacity.Store. A Lease with an empty ID and a Call

@@ -68,43 +68,43 @@ func mustRead(name string) string {
 // constants the scripts share with Go, written into the scripts as literals.
 var layout = map[string]string{
 	// State fields; per-dimension ones are OFFSET + d, d from 1.
-	"EPOCH":   "1",  // epoch token the state belongs to
-	"STARTED": "2",  // limits installed (0/1)
-	"SIG":     "3",  // limits signature
-	"L":       "3",  // configured limits, 4..10
-	"MARGIN":  "11", // SafetyMargin as set (0: default)
-	"BURST":   "12", // Burst in seconds as set (0: default)
-	"TBURST":  "13", // TokenBurst
-	"LO":      "13", // provider-reported lowered bucket limits, 14..17
-	"LOM":     "18", // when a lowering is forgotten
-	"LV":      "18", // bucket levels, 19..22
-	"BK":      "22", // booked by tickets, 23..26
-	"LAST":    "27", // when the levels were last refilled
-	"DU":      "27", // used today: requests, tokens (28, 29)
-	"DE":      "30", // end of the day window (0: pending)
-	"G":       "30", // cumulative granted, 31..37
-	"NL":      "38", // live leases
-	"NT":      "39", // booked tickets
-	"NE":      "40", // lower bound of the next lease expiry (0: none)
-	"MX":      "41", // upper bound of every lease and ticket expiry
-	"LK":      "42", // expiry given to the lease key
-	"TK":      "43", // expiry given to the ticket keys
-	"BLK":     "44", // scope block: present, then reason, until, detail, half-open, probing (45..49)
-	"CAP":     "49", // effective capacity, 50..56 (0: unlimited)
-	"RATE":    "56", // bucket refill per second, 57..60
-	"TE":      "61", // next ticket lapse (0: none)
-	"WD":      "62", // latest RetryAt handed out: releases are announced until then
-	"SF":      "63", // StandardFloor
-	"BF":      "64", // BulkFloor
-	"AG":      "65", // AgingAfter in microseconds (0: no aging)
-	"BC":      "65", // booked by ticket class (capacity.Class c, 0..2): 66 + c*NB .. 69 + c*NB
-	"NSTATE":  "77",
+	"EPOCH":   strconv.Itoa(stateEpoch), // epoch token the state belongs to
+	"STARTED": "2",                      // limits installed (0/1)
+	"SIG":     strconv.Itoa(stateSig),   // limits signature
+	"L":       "3",                      // configured limits, 4..10
+	"MARGIN":  "11",                     // SafetyMargin as set (0: default)
+	"BURST":   "12",                     // Burst in seconds as set (0: default)
+	"TBURST":  "13",                     // TokenBurst
+	"LO":      "13",                     // provider-reported lowered bucket limits, 14..17
+	"LOM":     "18",                     // when a lowering is forgotten
+	"LV":      "18",                     // bucket levels, 19..22
+	"BK":      "22",                     // booked by tickets, 23..26
+	"LAST":    "27",                     // when the levels were last refilled
+	"DU":      "27",                     // used today: requests, tokens (28, 29)
+	"DE":      "30",                     // end of the day window (0: pending)
+	"G":       "30",                     // cumulative granted, 31..37
+	"NL":      "38",                     // live leases
+	"NT":      "39",                     // booked tickets
+	"NE":      "40",                     // lower bound of the next lease expiry (0: none)
+	"MX":      "41",                     // upper bound of every lease and ticket expiry
+	"LK":      "42",                     // expiry given to the lease key
+	"TK":      "43",                     // expiry given to the ticket keys
+	"BLK":     strconv.Itoa(stateBlock), // scope block: present, then reason, until, detail, half-open, probing (45..49)
+	"CAP":     "49",                     // effective capacity, 50..56 (0: unlimited)
+	"RATE":    "56",                     // bucket refill per second, 57..60
+	"TE":      "61",                     // next ticket lapse (0: none)
+	"WD":      "62",                     // latest RetryAt handed out: releases are announced until then
+	"SF":      "63",                     // StandardFloor
+	"BF":      "64",                     // BulkFloor
+	"AG":      "65",                     // AgingAfter in microseconds (0: no aging)
+	"BC":      "65",                     // booked by ticket class (capacity.Class c, 0..2): 66 + c*NB .. 69 + c*NB
+	"NSTATE":  strconv.Itoa(stateFields),
 
-	// STATE_VERSION is the first byte of a stored state: state in any other
-	// format is dropped (as after a data loss). STATE_FMT is the struct
-	// format of its fields.
+	// STATE_VERSION is the first byte of a stored state (an earlier
+	// version's msgpack state is dropped as after a data loss; anything else
+	// is an error). STATE_FMT is the struct format of its fields.
 	"STATE_VERSION": "2",
-	"STATE_FMT":     stateFormat(77, 1, 3, 47),
+	"STATE_FMT":     stateFormat(stateFields, stateEpoch, stateSig, stateBlock+3),
 
 	// KEYS of a scope script, as in keys.go (1-based).
 	"K_EPOCH":   strconv.Itoa(keyEpoch + 1),
@@ -132,6 +132,15 @@ var layout = map[string]string{
 	"DEF_MARGIN":       strconv.FormatFloat(capacity.DefaultSafetyMargin, 'g', -1, 64),
 	"DEF_BURST":        strconv.FormatFloat(capacity.DefaultBurst.Seconds(), 'g', -1, 64),
 }
+
+// The state fields Go needs to know: the three strings (the epoch, the
+// limits signature and the block's detail, at stateBlock+3) and the count.
+const (
+	stateEpoch  = 1
+	stateSig    = 3
+	stateBlock  = 44
+	stateFields = 77
+)
 
 // stateFormat is the struct format of a state of n fields: doubles, but a
 // zero-terminated string at each of the (1-based) positions strs.
