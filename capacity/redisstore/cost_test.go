@@ -72,8 +72,13 @@ func TestScriptCost(t *testing.T) {
 			granted = append(granted, res.Lease)
 		}
 	}
+	n := 4
+	if v := os.Getenv("TOLLGATE_SCRIPT_COST_BATCH"); v != "" {
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
 	for range 50 { // warm: state, leases and the script cache
-		batch(4)
+		batch(n)
 	}
 	const runs = 300
 	calls0, usec0 := evalStats(t, rdb)
@@ -81,11 +86,11 @@ func TestScriptCost(t *testing.T) {
 		require.NoError(t, exec.Command("callgrind_control", "-z", pid).Run())
 	}
 	for range runs {
-		batch(4)
+		batch(n)
 	}
 	if pid != "" {
 		require.NoError(t, exec.Command("callgrind_control", "-d", pid).Run())
-		t.Logf("%.0f instructions of redis-server per script (4 reserves + 4 settles)", callgrindTotal(t, dir)/runs)
+		t.Logf("%.0f instructions of redis-server per script (%d reserves + %d settles)", callgrindTotal(t, dir)/runs, n, n)
 	}
 	calls1, usec1 := evalStats(t, rdb)
 	t.Logf("%.1f µs per script over %.0f scripts (commandstats)", (usec1-usec0)/(calls1-calls0), calls1-calls0)

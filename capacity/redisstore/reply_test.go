@@ -138,6 +138,19 @@ func TestUnroll(t *testing.T) {
 	}
 }
 
+// TestScopeSource: the variables of common and of the script stay at the
+// top of the chunk, their functions and code go inside one function, and
+// a script without the marker is all code.
+func TestScopeSource(t *testing.T) {
+	common := "local S\n-- @functions\nlocal function f() return S end\n"
+	require.Equal(t,
+		"local S\nlocal X\nreturn (function()\n-- @functions\nlocal function f() return S end\n\n-- @functions\nreturn X\nend)()\n",
+		scopeSource(common, "local X\n-- @functions\nreturn X"))
+	require.Equal(t,
+		"local S\nreturn (function()\n-- @functions\nlocal function f() return S end\n\nreturn f()\nend)()\n",
+		scopeSource(common, "return f()"))
+}
+
 // packGrant packs a fresh grant's result as lua/ops.lua does.
 func packGrant(expires, room, probe float64, mark [capacity.NumDimensions]float64) string {
 	b := []byte{'g'}

@@ -47,7 +47,31 @@ var (
 
 // scopeScript returns common.lua followed by name, as one script.
 func scopeScript(name string) *redis.Script {
-	return redis.NewScript(render(mustRead("lua/common.lua") + "\n" + mustRead("lua/"+name)))
+	return redis.NewScript(render(scopeSource(mustRead("lua/common.lua"), mustRead("lua/"+name))))
+}
+
+// functionsMarker splits a scope script's file: the script-wide variables
+// above it, the functions and code below. A file without it is all code.
+const functionsMarker = "\n-- @functions"
+
+// scopeSource joins common and script as one chunk: their variables at the
+// top, then their functions and code inside a function of their own, called
+// once. Every script defines its functions anew on every call, and a
+// function that uses a variable of the chunk captures it: from the chunk's
+// own locals Lua 5.1 looks it up in a list of every captured local (and
+// allocates it the first time), from an enclosing function's upvalues it
+// copies a pointer. The one inner function captures each variable once;
+// the dozens of functions defined inside it capture them cheaply.
+func scopeSource(common, script string) string {
+	split := func(src string) (vars, code string) {
+		if i := strings.Index(src, functionsMarker); i >= 0 {
+			return src[:i+1], src[i+1:]
+		}
+		return "", src
+	}
+	cv, cc := split(common)
+	sv, sc := split(script)
+	return cv + sv + "return (function()\n" + cc + "\n" + sc + "\nend)()\n"
 }
 
 func plainScript(name string) *redis.Script {

@@ -39,6 +39,13 @@ local S, EP, CB -- state, epoch token, credential block {r, u, d, h, p}
 local LOADED = false -- the state existed before this script
 local RESET, FREED, PUBLISHED = 0, 0, false
 
+-- The lease cache (see flush_leases).
+local LEASES, DIRTY = {}, {} -- call -> lease (false: none); calls to write
+local RAW = {} -- call -> a prefetched lease, still encoded (false: none)
+local LEASE_FMT = '<dddddddddddddddddd'
+
+-- @functions: what follows runs inside a function of its own (scripts.go).
+
 local function fstr(x) return string.format('%.17g', x) end
 
 -- next_boundary is the first day boundary after NOW that the caller passed,
@@ -139,9 +146,6 @@ end
 -- its calls with one HMGET (prefetch_leases) and writes the changed ones
 -- with one HSET and one HDEL (flush_leases), before anything reads the hash
 -- directly and before the script ends.
-local LEASES, DIRTY = {}, {} -- call -> lease (false: none); calls to write
-local RAW = {} -- call -> a prefetched lease, still encoded (false: none)
-local LEASE_FMT = '<dddddddddddddddddd'
 
 local function decode_lease(v)
   if not v then return false end

@@ -32,6 +32,8 @@ local CALL, ATTEMPT, CLASS, TTL, DEADLINE, BOOK, SINCE
 local C = {}
 local UNDO_SCOPE, PROBE, CLAIM_CRED
 
+-- @functions
+
 -- install_limits installs a request's limits (memScope.setLimits): a new
 -- scope starts each bucket at its burst capacity; a changed limit keeps
 -- levels, clamped.
