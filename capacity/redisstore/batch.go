@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"sync"
+
+	"github.com/tollgate-dev/tollgate/capacity"
 )
 
 // maxBatch bounds the operations one script decides.
@@ -51,6 +53,9 @@ type op struct {
 	call string
 	nums numbers // a reserve's 15 or a settle's 10 (see lua/ops.lua)
 	sig  string  // a reserve's limits signature
+	// charges is what the operation charges when it does: a reserve's
+	// request, a settle's final charges minus reserved.
+	charges capacity.Charges
 	done chan struct{}
 
 	// Set before done is closed.
@@ -136,6 +141,12 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 	}
 	ctx := context.WithoutCancel(ops[0].ctx)
 	r, h, err := s.run(ctx, "reserve/settle", scriptOps, k, args)
+	var granted [capacity.NumDimensions]float64 // the scope's grant history
+	if err == nil {
+		for d := range granted {
+			granted[d] = float64(r.int())
+		}
+	}
 	for _, o := range ops {
 		o.h, o.err = h, err
 		if err == nil {
@@ -143,6 +154,7 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 			if r.err != nil {
 				o.err = r.err
 			}
+			o.res.granted = follow(&granted, o)
 		}
 	}
 	b := &k.batch
@@ -169,4 +181,30 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 	if next != nil {
 		go s.runBatch(k, next)
 	}
+}
+
+// follow advances the scope's grant history past o, decided as its result
+// says, exactly as the script's charge does (lua/common.lua): a fresh grant,
+// a ticket booked now and a settle add the positive parts of their charges.
+// It returns the history after a fresh grant (the lease's mark), else nil.
+func follow(granted *[capacity.NumDimensions]float64, o *op) []float64 {
+	res := o.res
+	if res.err != nil || len(res.v) == 0 {
+		return nil
+	}
+	kind, _ := res.v[0].(string)
+	fresh := o.kind == "r" && len(kind) == 3 && kind[0] == 'g'
+	booked := o.kind == "r" && kind == "d" && len(res.v) > 4 && res.v[4] == int64(2)
+	if !fresh && !booked && o.kind != "s" {
+		return nil
+	}
+	for d, c := range o.charges {
+		if c > 0 {
+			granted[d] += float64(c)
+		}
+	}
+	if !fresh {
+		return nil
+	}
+	return append([]float64(nil), granted[:]...)
 }

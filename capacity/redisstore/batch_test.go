@@ -72,3 +72,64 @@ func runOps(s *Store, k *scopeKeys, ops []*op) {
 	k.batch.mu.Unlock()
 	s.runBatch(k, ops)
 }
+
+// TestBatchMarks: Go follows the grant history through a batch (a fresh
+// grant's result carries no mark): each grant's mark is the one the script
+// stored with its lease, after a settle's debt and a ticket booked earlier
+// in the same batch.
+func TestBatchMarks(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t, Options{})
+	ctx := context.Background()
+	k := s.keysFor(keysScope)
+	limits := capacity.Limits{RequestsPerMinute: 600, TokensPerMinute: 6000, MaxInFlight: 100}
+	tokenCap := int64(limits.Budgets()[capacity.Tokens].Capacity)
+	small := capacity.Charges{capacity.Requests: 1, capacity.Tokens: 10, capacity.InFlight: 1}
+	first, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: limits, Call: "x", Attempt: 1, Charges: small, TTL: time.Minute})
+	require.NoError(t, err)
+	require.True(t, first.Granted)
+	debt := small
+	debt[capacity.Tokens] = 50 // used more than reserved
+
+	reqs := []capacity.Request{
+		{Scope: keysScope, Limits: limits, Call: "a", Attempt: 1, Charges: small, TTL: time.Minute},
+		{Scope: keysScope, Limits: limits, Call: "c", Attempt: 1, Book: true, TTL: time.Minute,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.Tokens: tokenCap - 5, capacity.InFlight: 1}},
+		{Scope: keysScope, Limits: limits, Call: "d", Attempt: 1, TTL: time.Minute,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}},
+	}
+	ops := []*op{
+		s.reserveOp(ctx, k, reqs[0]),
+		s.settleOp(ctx, k, first.Lease, debt),
+		s.reserveOp(ctx, k, reqs[1]),
+		s.reserveOp(ctx, k, reqs[2]),
+	}
+	runOps(s, k, ops)
+
+	a, _, err := parseReserve(ops[0].res, ops[0].h, reqs[0])
+	require.NoError(t, err)
+	require.True(t, a.Granted)
+	c, _, err := parseReserve(ops[2].res, ops[2].h, reqs[1])
+	require.NoError(t, err)
+	require.False(t, c.Granted)
+	require.True(t, c.Booked, "the large call books a ticket")
+	d, _, err := parseReserve(ops[3].res, ops[3].h, reqs[2])
+	require.NoError(t, err)
+	require.True(t, d.Granted)
+
+	snap, err := s.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	stored := map[string]capacity.Mark{}
+	for _, le := range snap.Leases {
+		stored[le.Call] = le.Mark
+	}
+	require.Equal(t, stored["a"], a.Lease.Mark)
+	require.Equal(t, stored["d"], d.Lease.Mark)
+	want := first.Lease.Mark.Granted
+	for _, ch := range []capacity.Charges{small, {capacity.Tokens: 40}, reqs[1].Charges, reqs[2].Charges} {
+		for dim, x := range ch {
+			want[dim] += float64(x)
+		}
+	}
+	require.Equal(t, want, d.Lease.Mark.Granted, "a's grant, x's debt, c's ticket and d's grant")
+}

@@ -61,7 +61,7 @@ func (s *Store) settleOp(ctx context.Context, k *scopeKeys, lease capacity.Lease
 	for _, c := range delta {
 		n = n.add(c)
 	}
-	return &op{ctx: ctx, kind: "s", call: lease.Call, nums: n}
+	return &op{ctx: ctx, kind: "s", call: lease.Call, nums: n, charges: delta}
 }
 
 // Release implements capacity.Store. A Lease with an empty ID and a Call

@@ -1,10 +1,8 @@
 package redisstore
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 )
@@ -21,6 +19,10 @@ type reply struct {
 	v   []any
 	i   int
 	err error
+
+	// granted is an operation's grant history after a fresh grant, which Go
+	// follows through a batch (batch.go: follow).
+	granted []float64
 }
 
 func newReply(op string, v any) (*reply, error) {
@@ -140,19 +142,6 @@ func (r *reply) result() *reply {
 		return &reply{op: r.op, v: a}
 	}
 	return &reply{op: r.op, v: []any{x}}
-}
-
-// packed reads a string of n little-endian doubles after a one-byte kind,
-// as the scripts pack hot results.
-func packed(s string, n int) ([]float64, bool) {
-	if len(s) != 1+8*n {
-		return nil, false
-	}
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[1+8*i : 9+8*i])))
-	}
-	return out, true
 }
 
 // check folds a nested reply's error into r.

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
@@ -50,10 +49,7 @@ func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Reques
 		s.dayCache.Store(k.scopeKey, req.Limits.DayReset)
 	}
 	b1, b2 := s.bounds(k, req.Limits.DayReset)
-	ttl := req.TTL
-	if ttl <= 0 {
-		ttl = capacity.DefaultLeaseTTL
-	}
+	ttl := leaseTTL(req)
 	var deadline int64
 	if !req.Deadline.IsZero() {
 		deadline = req.Deadline.UnixMicro()
@@ -71,7 +67,7 @@ func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Reques
 		n = n.add(c)
 	}
 	n = n.add(ttl.Microseconds()).add(deadline).addBool(req.Book).add(since)
-	return &op{ctx: ctx, kind: "r", call: req.Call, nums: n, sig: sig, onAbandon: func(o *op) {
+	return &op{ctx: ctx, kind: "r", call: req.Call, nums: n, sig: sig, charges: req.Charges, onAbandon: func(o *op) {
 		// The caller gave up after its request was sent: give back a grant
 		// or a booked ticket.
 		res, _, err := parseReserve(o.res, o.h, req)
@@ -90,22 +86,21 @@ func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservatio
 	res := capacity.Reservation{Now: h.now}
 	room := false
 	kind := r.str()
-	if len(kind) > 1 && kind[0] == 'g' {
-		// A fresh grant, packed: expires, room, probe, mark x7. The lease
-		// is the request's.
-		f, ok := packed(kind, 3+capacity.NumDimensions)
-		if !ok || f[0] <= 0 || f[0] != math.Trunc(f[0]) {
-			return capacity.Reservation{}, false, fmt.Errorf("%w: reserve: malformed grant of %d bytes", ErrBadReply, len(kind))
+	if len(kind) == 3 && kind[0] == 'g' {
+		// A fresh grant: room and probe flags; the lease is the request's,
+		// its mark the grant history the batch followed.
+		if kind[1] > '1' || kind[1] < '0' || kind[2] > '1' || kind[2] < '0' || len(r.granted) != capacity.NumDimensions || h.now.IsZero() {
+			return capacity.Reservation{}, false, fmt.Errorf("%w: reserve: malformed grant %q", ErrBadReply, kind)
 		}
 		res.Granted = true
-		res.Probe = f[2] == 1
+		res.Probe = kind[2] == '1'
 		res.Lease = capacity.Lease{
 			ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
-			Charges: req.Charges, Class: req.Class, GrantedAt: h.now, Expires: fromMicros(int64(f[0])),
+			Charges: req.Charges, Class: req.Class, GrantedAt: h.now, Expires: h.now.Add(leaseTTL(req)),
 			Mark: capacity.Mark{Valid: true},
 		}
-		copy(res.Lease.Mark.Granted[:], f[3:])
-		return res, f[1] == 1, nil
+		copy(res.Lease.Mark.Granted[:], r.granted)
+		return res, kind[1] == '1', nil
 	}
 	switch kind {
 	case "G": // a stored lease: a repeat or a claimed ticket
@@ -117,7 +112,7 @@ func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservatio
 		res.Reason = capacity.DenyReason(r.int())
 		res.Binding = capacity.Dimension(r.int())
 		res.RetryAt = r.time()
-		res.Booked = r.int() == 1
+		res.Booked = r.int() != 0 // 2: booked now
 		if res.Reason == capacity.DenyBlocked {
 			res.Block = r.block()
 		}
@@ -181,4 +176,14 @@ func (r *reply) block() capacity.Block {
 		return capacity.Block{}
 	}
 	return b
+}
+
+// leaseTTL is how long req's lease lives, in whole microseconds as the
+// script adds it to Redis time.
+func leaseTTL(req capacity.Request) time.Duration {
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = capacity.DefaultLeaseTTL
+	}
+	return ttl.Truncate(time.Microsecond)
 }

@@ -327,13 +327,13 @@ local function unbook(c)
   return tk
 end
 
--- charge takes c (charges at c[off + 1 .. off + 7]) from every budget; a
--- negative charge is a refund, capped at capacity. Grants are recorded in
--- the grant history.
-local function charge(c, off)
+-- charge takes c (charges at c[1 .. 7]) from every budget; a negative
+-- charge is a refund, capped at capacity. Grants (the positive parts) are
+-- recorded in the grant history. Each charge is read once (this is hot).
+local function charge(c)
   local S = S -- registers, not upvalues: this is hot
   for d = 1, $NB do -- unroll
-    local x = c[off + d]
+    local x = c[d]
     if x ~= 0 then
       local cap = S[$CAP + d]
       if cap > 0 then
@@ -342,14 +342,15 @@ local function charge(c, off)
         if lv > top then lv = top end
         S[$LV + d] = lv
       end
+      if x > 0 then S[$G + d] = S[$G + d] + x end
     end
   end
-  local u1, u2 = S[$DU + 1] + c[off + 5], S[$DU + 2] + c[off + 6]
+  local x5, x6, x7 = c[5], c[6], c[7]
+  local u1, u2 = S[$DU + 1] + x5, S[$DU + 2] + x6
   S[$DU + 1], S[$DU + 2] = u1 > 0 and u1 or 0, u2 > 0 and u2 or 0
-  for d = 1, $ND do -- unroll
-    local x = c[off + d]
-    if x > 0 then S[$G + d] = S[$G + d] + x end
-  end
+  if x5 > 0 then S[$G + 5] = S[$G + 5] + x5 end
+  if x6 > 0 then S[$G + 6] = S[$G + 6] + x6 end
+  if x7 > 0 then S[$G + 7] = S[$G + 7] + x7 end
 end
 
 -- refund gives back the charges at c[off + 1 .. off + 7] but the slot.
@@ -357,7 +358,7 @@ local function refund(c, off)
   local neg = {}
   for d = 1, $ND do neg[d] = -c[off + d] end
   neg[$ND] = 0
-  charge(neg, 0)
+  charge(neg)
 end
 
 -- advance refills the buckets to NOW, rolls the day window and reclaims

@@ -12,12 +12,19 @@
 --       no lease), final charges minus reserved x7 (in-flight 0)
 -- Numbers are one argument of little-endian doubles (Go's numbers type),
 -- read with one struct.unpack: tonumber of each costs far more.
--- Reply: {'B', now, epoch, reset, freed, result...}, one result per
--- operation. A reserve's result:
---   'g' expires room probe mark x7       a fresh grant (the rest is the request),
---                                        packed as a string: 'g' and 10 doubles
+-- Reply: {'B', now, epoch, reset, freed, granted x7, result...}, one result
+-- per operation; granted is the scope's grant history (S[G]) before the
+-- first operation, from which Go follows it through the batch (each charge
+-- adds its positive parts: a fresh grant's, a new ticket's, a settle's).
+-- A reserve's result:
+--   'g' room probe                        a fresh grant: one of 'g00' 'g10'
+--                                         'g01' 'g11' (a constant: no string
+--                                         to build); the lease is the request's,
+--                                         expiring at now + ttl, its mark Go's
 --   {'G', room, probe, lease x18}         a stored lease: a repeat or a claimed ticket
 --   {'d', reason, binding, retry at, booked[, block x6 if blocked]}
+--                                         booked: 0, 1 (holds a ticket) or 2
+--                                         (booked one now: charged)
 --   {'x', dimension, charge, capacity}    too large
 --   {'s', live attempt}                   stale attempt
 -- A settle's: 'ok' (a string).
@@ -31,6 +38,8 @@ local LEASES_NEW, TICKETS_NEW = false, false
 local CALL, ATTEMPT, CLASS, TTL, DEADLINE, BOOK, SINCE
 local C = {}
 local UNDO_SCOPE, PROBE, CLAIM_CRED
+-- A fresh grant's result by room * 2 + probe + 1.
+local GRANTED = {'g00', 'g01', 'g10', 'g11'}
 
 -- @functions
 
@@ -285,12 +294,10 @@ local function reserve(i, own)
     end
   end
   if binding < 0 and slot_free(fl) then
-    charge(C, 0)
-    local ex = grant(C, 0)
+    charge(C)
+    grant(C, 0)
     local room, probe = grant_flags()
-    -- The mark is the grant history the lease was stored with.
-    return spack('<c1dddddddddd', 'g', ex, room, probe,
-      S[$G + 1], S[$G + 2], S[$G + 3], S[$G + 4], S[$G + 5], S[$G + 6], S[$G + 7])
+    return GRANTED[room * 2 + probe + 1]
   end
 
   local retry = NOW + wait
@@ -304,7 +311,7 @@ local function reserve(i, own)
   if BOOK and binding ~= $INFLIGHT then
     -- Book the future capacity now: the bucket goes negative, so later
     -- callers queue behind this one.
-    charge(C, 0)
+    charge(C)
     local bc = $BC + class_index(CLASS) * $NB
     for d = 1, $NB do
       S[$BK + d] = S[$BK + d] + C[d]
@@ -318,7 +325,9 @@ local function reserve(i, own)
     call('ZADD', KEYS[$K_TAT], retry, CALL)
     S[$NT] = S[$NT] + 1
     note_expiry(t[2], $TE)
-    return deny($DENY_CAPACITY, binding, retry, true)
+    local r = deny($DENY_CAPACITY, binding, retry, true)
+    r[5] = 2 -- booked now: charged
+    return r
   end
   return deny($DENY_CAPACITY, binding, retry, false)
 end
@@ -344,7 +353,7 @@ local function settle(i)
       if C[d] < 0 then C[d] = 0 end
     end
   end
-  charge(C, 0)
+  charge(C)
   publish()
   return 'ok'
 end
@@ -365,13 +374,14 @@ end
 
 -- A settle's result is the string 'ok', not a table: one less table to
 -- build and to convert to a reply.
-local out = {'B', NOW, '', 0, 0}
+local out = {'B', NOW, '', 0, 0, 0, 0, 0, 0, 0, 0, 0}
 if not load(has_reserve) then
   -- Nothing to settle: the scope's state is gone (expired or lost).
-  for j = 1, #calls do out[5 + j] = 'ok' end
+  for j = 1, #calls do out[12 + j] = 'ok' end
   out[3], out[4] = EP, RESET
   return out
 end
+for d = 1, $ND do out[5 + d] = S[$G + d] end
 prefetch_leases(calls)
 i = 8
 while ARGV[i] do
