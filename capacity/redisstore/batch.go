@@ -56,7 +56,7 @@ type op struct {
 	// charges is what the operation charges when it does: a reserve's
 	// request, a settle's final charges minus reserved.
 	charges capacity.Charges
-	done chan struct{}
+	done    chan struct{}
 
 	// Set before done is closed.
 	res *reply
