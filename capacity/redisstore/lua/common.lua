@@ -14,6 +14,7 @@ local ceil, floor, min, max = math.ceil, math.floor, math.min, math.max
 local call = redis.call
 local mp_pack, mp_unpack = cmsgpack.pack, cmsgpack.unpack
 local spack, sunpack = struct.pack, struct.unpack
+local ARGV, KEYS = ARGV, KEYS -- upvalues, not globals: read for every operation
 
 -- The state is one flat array, laid out in scripts.go and stored with
 -- struct.pack: a format version byte, then each field as a double or, for
@@ -414,7 +415,9 @@ end
 local function slot_free(fl)
   local S = S -- registers, not upvalues: this is hot
   local c = S[$CAP + $ND]
-  return c == 0 or S[$NL] < c - floor(fl * c)
+  if c == 0 then return true end
+  if fl == 0 then return S[$NL] < c end -- no C call (this is hot)
+  return S[$NL] < c - floor(fl * c)
 end
 
 -- note_expiry records a new lease (or, at i = TE, ticket) expiry.

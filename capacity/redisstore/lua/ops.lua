@@ -185,12 +185,16 @@ local function reserve(i, own)
     if c > 0 and C[d] > c then return {'x', d - 1, C[d], fstr(c)} end
   end
 
-  -- Idempotency and attempt supersession.
-  local le = get_lease(CALL)
-  if le then
-    if le[1] == ATTEMPT then return append_lease({'G', 0, 0}, le) end
-    if le[1] > ATTEMPT then return {'s', le[1]} end
-    drop_lease(CALL) -- tokens stay spent
+  -- Idempotency and attempt supersession. A call the batch prefetched
+  -- without a lease (RAW false) has none: a grant in the batch would have
+  -- stored one there.
+  if RAW[CALL] ~= false then
+    local le = get_lease(CALL)
+    if le then
+      if le[1] == ATTEMPT then return append_lease({'G', 0, 0}, le) end
+      if le[1] > ATTEMPT then return {'s', le[1]} end
+      drop_lease(CALL) -- tokens stay spent
+    end
   end
 
   -- Blocks: the scope's and its credential's; the later end binds.
@@ -261,13 +265,19 @@ local function reserve(i, own)
   -- at least until the last of them is due.
   local wait, binding = 0, -1
   local rules = S[$SF] > 0 or S[$BF] > 0 -- class_rules()
+  local plain = fl == 0 and not rules -- no floor, nothing to borrow
   for d = 1, $NB do -- unroll
     local cap, c = S[$CAP + d], C[d]
     if cap > 0 and c ~= 0 then
-      local borrow = rules and borrowable(d, class) or 0
-      local want = c + fl * cap
-      if want > cap then want = cap end
-      local need = want - S[$LV + d] - borrow
+      -- The level must hold the charge (never above capacity: see above)
+      -- plus the class's floor, less what it may borrow.
+      local need, borrow = c - S[$LV + d], 0
+      if not plain then
+        borrow = rules and borrowable(d, class) or 0
+        local want = c + fl * cap
+        if want > cap then want = cap end
+        need = want - S[$LV + d] - borrow
+      end
       if need > $EPS then
         -- In nanoseconds first, as memScope.fitWait does (rounding float
         -- noise away), then up to the microsecond.
