@@ -63,6 +63,7 @@ func TestMatchesMemoryStore(t *testing.T) {
 				clock.Set(m.retryAt)
 			},
 			"settle":        m.settle,
+			"batch":         m.batch,
 			"release":       m.release,
 			"releaseTicket": m.releaseTicket,
 			"renew":         m.renew,
@@ -138,6 +139,11 @@ func (m *diffModel) call(t *rapid.T) string {
 }
 
 func (m *diffModel) reserve(t *rapid.T) {
+	m.send(t, m.drawRequest(t))
+}
+
+// drawRequest draws a reserve request on the scope.
+func (m *diffModel) drawRequest(t *rapid.T) capacity.Request {
 	most := rapid.SampledFrom([]int64{3000, 100}).Draw(t, "most-tokens")
 	in, out := rapid.Int64Range(0, most).Draw(t, "in"), rapid.Int64Range(0, most).Draw(t, "out")
 	var c capacity.Charges
@@ -155,7 +161,7 @@ func (m *diffModel) reserve(t *rapid.T) {
 	if rapid.Bool().Draw(t, "has-deadline") {
 		req.Deadline = m.clock.Now().Add(time.Duration(rapid.IntRange(0, 10000).Draw(t, "deadline-ms")) * time.Millisecond)
 	}
-	m.send(t, req)
+	return req
 }
 
 // claim sends a booked call's request again, at its ticket's time or now:
@@ -177,6 +183,11 @@ func (m *diffModel) send(t *rapid.T, req capacity.Request) {
 	ctx := context.Background()
 	a, errA := m.mem.Reserve(ctx, req)
 	b, errB := m.rs.Reserve(ctx, req)
+	m.same(t, req, a, errA, b, errB)
+}
+
+// same requires the same answer to req from both stores.
+func (m *diffModel) same(t *rapid.T, req capacity.Request, a capacity.Reservation, errA error, b capacity.Reservation, errB error) {
 	sameError(t, errA, errB)
 	if errA != nil {
 		return
@@ -216,15 +227,72 @@ func (m *diffModel) settle(t *rapid.T) {
 	if !ok {
 		t.Skip()
 	}
-	final := a.Charges
-	for d := capacity.InputTokens; d <= capacity.Tokens; d++ {
-		final[d] = rapid.Int64Range(0, a.Charges[d]*2+10).Draw(t, "final")
-	}
+	final := drawFinal(t, a)
 	ctx := context.Background()
 	sameError(t, m.mem.Settle(ctx, a, final), m.rs.Settle(ctx, b, final))
 	if rapid.Bool().Draw(t, "forget") {
 		delete(m.memL, a.Call)
 		delete(m.rsL, a.Call)
+	}
+}
+
+// drawFinal draws what a lease's call used.
+func drawFinal(t *rapid.T, le capacity.Lease) capacity.Charges {
+	final := le.Charges
+	for d := capacity.InputTokens; d <= capacity.Tokens; d++ {
+		final[d] = rapid.Int64Range(0, le.Charges[d]*2+10).Draw(t, "final")
+	}
+	return final
+}
+
+// batch sends a few reserves and settles to the Redis store as one batch
+// (one script at one time, as concurrent calls go) and to the memory store
+// one after the other: every answer must be the same as if each ran alone.
+func (m *diffModel) batch(t *rapid.T) {
+	ctx := context.Background()
+	k := m.rs.keysFor(diffScope)
+	type sent struct {
+		req    capacity.Request // a reserve's
+		memRes capacity.Reservation
+		memErr error
+	}
+	var ops []*op
+	var items []sent
+	for range rapid.IntRange(2, 6).Draw(t, "batch-size") {
+		if a, b, ok := m.pick(t); ok && rapid.Bool().Draw(t, "batch-settle") {
+			final := drawFinal(t, a)
+			items = append(items, sent{memErr: m.mem.Settle(ctx, a, final)})
+			ops = append(ops, m.rs.settleOp(ctx, k, b, final))
+			continue
+		}
+		req := m.drawRequest(t)
+		res, err := m.mem.Reserve(ctx, req)
+		if err != nil && validateRequest(req) != nil {
+			continue // refused before any batch
+		}
+		items = append(items, sent{req: req, memRes: res, memErr: err})
+		ops = append(ops, m.rs.reserveOp(ctx, k, req))
+	}
+	if len(ops) == 0 {
+		t.Skip()
+	}
+	runOps(m.rs, k, ops)
+	for i, o := range ops {
+		it := items[i]
+		if o.kind == "s" {
+			err := o.err
+			if err == nil && o.res.str() != "ok" {
+				err = fmt.Errorf("settle: %v", o.res.err)
+			}
+			sameError(t, it.memErr, err)
+			continue
+		}
+		var res capacity.Reservation
+		err := o.err
+		if err == nil {
+			res, _, err = parseReserve(o.res, o.h, it.req)
+		}
+		m.same(t, it.req, it.memRes, it.memErr, res, err)
 	}
 }
 

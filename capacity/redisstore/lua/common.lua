@@ -39,6 +39,9 @@ local BOUND1, BOUND2 = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
 local S, EP, CB -- state, epoch token, credential block {r, u, d, h, p}
 local LOADED = false -- the state existed before this script
 local RESET, FREED, PUBLISHED = 0, 0, false
+-- ADVANCED: the state is advanced to NOW and nothing in it falls due at NOW
+-- (see advance).
+local ADVANCED = false
 
 -- The lease cache (see flush_leases).
 local LEASES, DIRTY = {}, {} -- call -> lease (false: none); calls to write
@@ -367,6 +370,7 @@ end
 -- tickets (their capacity stays spent, but under class rules it goes back)
 -- (memScope.advance).
 local function advance()
+  if ADVANCED then return end
   local S, NOW = S, NOW -- registers, not upvalues: this is hot
   if S[$STARTED] == 0 then return end
   -- Elapsed seconds computed as Go's Duration.Seconds does (whole seconds
@@ -408,6 +412,12 @@ local function advance()
     local first = call('ZRANGE', KEYS[$K_TEXP], 0, 0, 'WITHSCORES')
     S[$TE] = tonumber(first[2]) or 0
   end
+  -- A second call at the same NOW would change nothing while the day
+  -- window's end is known and no lease or ticket expiry is at or before
+  -- NOW: the later operations of a batch skip it. Whatever stores an expiry
+  -- at NOW or installs limits clears this.
+  local ne, te = S[$NE], S[$TE]
+  ADVANCED = S[$DE] > NOW and (ne == 0 or ne > NOW) and (te == 0 or te > NOW)
 end
 
 -- slot_free reports whether a call whose class may not consume fl (a
@@ -422,6 +432,7 @@ end
 
 -- note_expiry records a new lease (or, at i = TE, ticket) expiry.
 local function note_expiry(t, i)
+  if t <= NOW then ADVANCED = false end
   if S[i] == 0 or t < S[i] then S[i] = t end
   if t > S[$MX] then S[$MX] = t end
 end

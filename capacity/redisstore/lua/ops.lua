@@ -64,6 +64,7 @@ local function install_limits(sig)
   S[$SF], S[$BF], S[$AG] = tonumber(f[16]), tonumber(f[17]), tonumber(f[18]) / 1000
   local first = S[$STARTED] == 0
   S[$STARTED], S[$SIG] = 1, sig
+  ADVANCED = false
   recompute()
   if first then
     S[$LAST] = NOW
@@ -142,7 +143,10 @@ local function grant(c, off)
   S[$NL] = S[$NL] + 1
   -- note_expiry(ex, $NE), inline: this is hot.
   local ne = S[$NE]
-  if ne == 0 or ex < ne then S[$NE] = ex end
+  if ne == 0 or ex < ne then
+    S[$NE] = ex
+    if ex <= NOW then ADVANCED = false end
+  end
   if ex > S[$MX] then S[$MX] = ex end
   return ex
 end
@@ -177,7 +181,7 @@ local function reserve(i, own)
   UNDO_SCOPE, PROBE, CLAIM_CRED = nil, false, false
 
   if S[$STARTED] == 0 or S[$SIG] ~= sig then install_limits(sig) end
-  advance()
+  if not ADVANCED then advance() end
 
   -- A demand that can never fit is refused, never queued.
   for d = 1, $ND do -- unroll
@@ -351,7 +355,7 @@ local function settle(i)
   local c = ARGV[i]
   local attempt
   BOUND1, BOUND2, attempt, C[1], C[2], C[3], C[4], C[5], C[6], C[7] = unpack_numbers('<dddddddddd', ARGV[i + 1])
-  advance()
+  if not ADVANCED then advance() end
   local a = lease_attempt(c)
   if a and a == attempt then
     -- drop_lease(c), knowing the lease is there: this is hot.
