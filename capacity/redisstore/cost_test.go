@@ -72,6 +72,13 @@ func TestScriptCost(t *testing.T) {
 			granted = append(granted, res.Lease)
 		}
 	}
+	if f := os.Getenv("PROBE_SCRIPT"); f != "" {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		old := scriptOps
+		scriptOps = redis.NewScript(string(b))
+		defer func() { scriptOps = old }()
+	}
 	n := 4
 	if v := os.Getenv("TOLLGATE_SCRIPT_COST_BATCH"); v != "" {
 		n, err = strconv.Atoi(v)

@@ -356,7 +356,9 @@ local function settle(i)
   local attempt
   BOUND1, BOUND2, attempt, C[1], C[2], C[3], C[4], C[5], C[6], C[7] = unpack_numbers('<dddddddddd', ARGV[i + 1])
   if not ADVANCED then advance() end
-  local a = lease_attempt(c)
+  -- lease_attempt(c), for a prefetched lease not yet decoded: this is hot.
+  local v, a = LEASES[c] == nil and RAW[c], nil
+  if v then a = sunpack('<d', v) else a = lease_attempt(c) end
   if a and a == attempt then
     -- drop_lease(c), knowing the lease is there: this is hot.
     LEASES[c], DIRTY[c] = false, true
@@ -368,7 +370,7 @@ local function settle(i)
     end
   end
   charge(C)
-  publish()
+  if NOW <= S[$WD] then publish() end -- (a waiter may be waiting)
   return 'ok'
 end
 
