@@ -33,7 +33,10 @@ import (
 //	TOLLGATE_SCRIPT_COST_ADDR=127.0.0.1:6399 TOLLGATE_CALLGRIND_PID=<pid> TOLLGATE_CALLGRIND_DIR=/tmp/cg go test ...
 //
 // which prints the server's instructions per script (callgrind_control
-// zeroes the counters before and dumps them after).
+// zeroes the counters before and dumps them after). TOLLGATE_SCRIPT_COST_BATCH
+// sets the reserves (and settles) per batch (4); TOLLGATE_SCRIPT_COST_SCRIPT
+// names a file holding another rendering of the script to measure instead
+// (an experiment: write the rendered script out, edit it, measure both).
 func TestScriptCost(t *testing.T) {
 	addr := os.Getenv("TOLLGATE_SCRIPT_COST_ADDR")
 	if addr == "" {
@@ -72,7 +75,7 @@ func TestScriptCost(t *testing.T) {
 			granted = append(granted, res.Lease)
 		}
 	}
-	if f := os.Getenv("PROBE_SCRIPT"); f != "" {
+	if f := os.Getenv("TOLLGATE_SCRIPT_COST_SCRIPT"); f != "" {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
 		old := scriptOps
