@@ -185,7 +185,8 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 
 // follow advances the scope's grant history past o, decided as its result
 // says, exactly as the script's charge does (lua/common.lua): a fresh grant,
-// a ticket booked now and a settle add the positive parts of their charges.
+// a ticket booked now and an applied settle add the positive parts of their
+// charges.
 // It returns the history after a fresh grant (the lease's mark), else nil.
 func follow(granted *[capacity.NumDimensions]float64, o *op) []float64 {
 	res := o.res
@@ -195,7 +196,8 @@ func follow(granted *[capacity.NumDimensions]float64, o *op) []float64 {
 	kind, _ := res.v[0].(string)
 	fresh := o.kind == "r" && len(kind) == 3 && kind[0] == 'g'
 	booked := o.kind == "r" && kind == "d" && len(res.v) > 4 && res.v[4] == int64(2)
-	if !fresh && !booked && o.kind != "s" {
+	settled := o.kind == "s" && kind == "ok" // not "gone": nothing applied
+	if !fresh && !booked && !settled {
 		return nil
 	}
 	for d, c := range o.charges {

@@ -133,3 +133,34 @@ func TestBatchMarks(t *testing.T) {
 	}
 	require.Equal(t, want, d.Lease.Mark.Granted, "a's grant, x's debt, c's ticket and d's grant")
 }
+
+// TestBatchMarksStateGone: a settle on a scope whose state is gone applies
+// nothing, so a grant after it in the same batch (which starts the scope
+// anew) has the mark the script stored, without the settle's debt.
+func TestBatchMarksStateGone(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t, Options{})
+	ctx := context.Background()
+	k := s.keysFor(keysScope)
+	limits := capacity.Limits{RequestsPerMinute: 600, TokensPerMinute: 6000, MaxInFlight: 100}
+	small := capacity.Charges{capacity.Requests: 1, capacity.Tokens: 10, capacity.InFlight: 1}
+	first, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: limits, Call: "x", Attempt: 1, Charges: small, TTL: time.Minute})
+	require.NoError(t, err)
+	require.True(t, first.Granted)
+	require.NoError(t, rdb.Del(ctx, k.keys[keyState]).Err()) // evicted, say
+	debt := small
+	debt[capacity.Tokens] = 50
+
+	req := capacity.Request{Scope: keysScope, Limits: limits, Call: "a", Attempt: 1, Charges: small, TTL: time.Minute}
+	ops := []*op{s.settleOp(ctx, k, first.Lease, debt), s.reserveOp(ctx, k, req)}
+	runOps(s, k, ops)
+	require.NoError(t, ops[0].err)
+	a, _, err := parseReserve(ops[1].res, ops[1].h, req)
+	require.NoError(t, err)
+	require.True(t, a.Granted)
+
+	snap, err := s.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	require.Len(t, snap.Leases, 1)
+	require.Equal(t, snap.Leases[0].Mark, a.Lease.Mark)
+}

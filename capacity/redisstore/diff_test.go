@@ -281,8 +281,8 @@ func (m *diffModel) batch(t *rapid.T) {
 		it := items[i]
 		if o.kind == "s" {
 			err := o.err
-			if err == nil && o.res.str() != "ok" {
-				err = fmt.Errorf("settle: %v", o.res.err)
+			if kind := o.res.str(); err == nil && kind != "ok" && kind != "gone" {
+				err = fmt.Errorf("settle: %q %v", kind, o.res.err)
 			}
 			sameError(t, it.memErr, err)
 			continue

@@ -37,8 +37,13 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 	if err != nil {
 		return time.Time{}, err
 	}
-	if kind := r.str(); r.err != nil || kind != "ok" {
-		return time.Time{}, fmt.Errorf("%w: settle: result %q %v", ErrBadReply, kind, r.err)
+	switch kind := r.str(); {
+	case r.err != nil:
+		return time.Time{}, fmt.Errorf("%w: settle: %v", ErrBadReply, r.err)
+	case kind == "gone": // the scope's state had expired or was lost
+		return time.Time{}, nil
+	case kind != "ok":
+		return time.Time{}, fmt.Errorf("%w: settle: result %q", ErrBadReply, kind)
 	}
 	s.notify.wake(k.scopeKey, 1)
 	return h.now, nil

@@ -27,7 +27,8 @@
 --                                         (booked one now: charged)
 --   {'x', dimension, charge, capacity}    too large
 --   {'s', live attempt}                   stale attempt
--- A settle's: 'ok' (a string).
+-- A settle's: 'ok', or 'gone' when the scope's state did not exist and
+-- nothing was applied (a string).
 
 local GRACE = tonumber(ARGV[6])
 local BATCH_SIG = ARGV[7]
@@ -351,7 +352,7 @@ end
 -- does nothing, as MemoryStore.Settle on an unknown scope.
 local function settle(i)
   local S, C = S, C -- registers, not upvalues: this is hot
-  if not LOADED then return 'ok' end
+  if not LOADED then return 'gone' end
   local c = ARGV[i]
   local attempt
   BOUND1, BOUND2, attempt, C[1], C[2], C[3], C[4], C[5], C[6], C[7] = unpack_numbers('<dddddddddd', ARGV[i + 1])
@@ -388,12 +389,12 @@ while ARGV[i] do
   if n == 128 then i = i + 3 else i = i + 2 end
 end
 
--- A settle's result is the string 'ok', not a table: one less table to
+-- A settle's result is a string, not a table: one less table to
 -- build and to convert to a reply.
 local out = {'B', NOW, '', 0, 0, 0, 0, 0, 0, 0, 0, 0}
 if not load(has_reserve) then
   -- Nothing to settle: the scope's state is gone (expired or lost).
-  for j = 1, #calls do out[12 + j] = 'ok' end
+  for j = 1, #calls do out[12 + j] = 'gone' end
   out[3], out[4] = EP, RESET
   return out
 end
