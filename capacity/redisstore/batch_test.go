@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
@@ -79,15 +80,9 @@ func runOps(s *Store, k *scopeKeys, ops []*op) {
 // in the same batch.
 func TestBatchMarks(t *testing.T) {
 	t.Parallel()
-	s, _ := newTestStore(t, Options{})
-	ctx := context.Background()
-	k := s.keysFor(keysScope)
-	limits := capacity.Limits{RequestsPerMinute: 600, TokensPerMinute: 6000, MaxInFlight: 100}
+	m := newMarksScope(t)
+	s, k, limits, small, first, ctx := m.s, m.k, m.limits, m.small, m.first, context.Background()
 	tokenCap := int64(limits.Budgets()[capacity.Tokens].Capacity)
-	small := capacity.Charges{capacity.Requests: 1, capacity.Tokens: 10, capacity.InFlight: 1}
-	first, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: limits, Call: "x", Attempt: 1, Charges: small, TTL: time.Minute})
-	require.NoError(t, err)
-	require.True(t, first.Granted)
 	debt := small
 	debt[capacity.Tokens] = 50 // used more than reserved
 
@@ -139,15 +134,9 @@ func TestBatchMarks(t *testing.T) {
 // anew) has the mark the script stored, without the settle's debt.
 func TestBatchMarksStateGone(t *testing.T) {
 	t.Parallel()
-	s, rdb := newTestStore(t, Options{})
-	ctx := context.Background()
-	k := s.keysFor(keysScope)
-	limits := capacity.Limits{RequestsPerMinute: 600, TokensPerMinute: 6000, MaxInFlight: 100}
-	small := capacity.Charges{capacity.Requests: 1, capacity.Tokens: 10, capacity.InFlight: 1}
-	first, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: limits, Call: "x", Attempt: 1, Charges: small, TTL: time.Minute})
-	require.NoError(t, err)
-	require.True(t, first.Granted)
-	require.NoError(t, rdb.Del(ctx, k.keys[keyState]).Err()) // evicted, say
+	m := newMarksScope(t)
+	s, k, limits, small, first, ctx := m.s, m.k, m.limits, m.small, m.first, context.Background()
+	require.NoError(t, m.rdb.Del(ctx, k.keys[keyState]).Err()) // evicted, say
 	debt := small
 	debt[capacity.Tokens] = 50
 
@@ -163,4 +152,30 @@ func TestBatchMarksStateGone(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, snap.Leases, 1)
 	require.Equal(t, snap.Leases[0].Mark, a.Lease.Mark)
+}
+
+// marksScope is where the marks tests start: a store, limits with room,
+// and one call "x" granted with charges small.
+type marksScope struct {
+	s      *Store
+	rdb    *redis.Client
+	k      *scopeKeys
+	limits capacity.Limits
+	small  capacity.Charges
+	first  capacity.Reservation
+}
+
+func newMarksScope(t *testing.T) marksScope {
+	t.Helper()
+	s, rdb := newTestStore(t, Options{})
+	m := marksScope{
+		s: s, rdb: rdb, k: s.keysFor(keysScope),
+		limits: capacity.Limits{RequestsPerMinute: 600, TokensPerMinute: 6000, MaxInFlight: 100},
+		small:  capacity.Charges{capacity.Requests: 1, capacity.Tokens: 10, capacity.InFlight: 1},
+	}
+	var err error
+	m.first, err = s.Reserve(context.Background(), capacity.Request{Scope: keysScope, Limits: m.limits, Call: "x", Attempt: 1, Charges: m.small, TTL: time.Minute})
+	require.NoError(t, err)
+	require.True(t, m.first.Granted)
+	return m
 }
