@@ -15,9 +15,9 @@ const maxBatch = 64
 // through a round trip.
 const maxBatches = 2
 
-// Reserves and settles on one scope are decided in batches: an operation
-// that arrives while its scope's previous batches are in Redis waits for one
-// to return and goes with the next (group commit). A lone call goes at once;
+// Reserves, settles and observations on one scope are decided in batches:
+// an operation that arrives while its scope's previous batches are in Redis
+// waits for one to return and goes with the next (group commit). A lone call goes at once;
 // under load a round trip and one read and write of the state serve many
 // calls. A second batch joins one already in Redis only once it holds as
 // many operations, or when the first returns: a busy scope's batches stay
@@ -46,12 +46,12 @@ func (b *batcher) ready() bool {
 	return len(b.pending) >= b.sent
 }
 
-// op is one queued reserve ('r') or settle ('s').
+// op is one queued reserve ('r'), settle ('s') or observe ('o').
 type op struct {
 	ctx  context.Context
 	kind string
 	call string
-	nums numbers // a reserve's 15 or a settle's 10 (see lua/ops.lua)
+	nums numbers // a reserve's 15, a settle's 10, an observe's 23 (see lua/ops.lua)
 	sig  string  // a reserve's limits signature
 	// charges is what the operation charges when it does: a reserve's
 	// request, a settle's final charges minus reserved.

@@ -179,3 +179,20 @@ func newMarksScope(t *testing.T) marksScope {
 	require.True(t, m.first.Granted)
 	return m
 }
+
+// TestBatchObserveCreatesState: an observe creates a scope's state, as
+// MemoryStore.Observe does, so a settle after it in the same batch applies
+// (its debt is charged) rather than finding the state gone.
+func TestBatchObserveCreatesState(t *testing.T) {
+	t.Parallel()
+	m := newMarksScope(t)
+	s, k, small, first, ctx := m.s, m.k, m.small, m.first, context.Background()
+	require.NoError(t, m.rdb.Del(ctx, k.keys[keyState]).Err()) // evicted, say
+	debt := small
+	debt[capacity.Tokens] = 50
+	ops := []*op{s.observeOp(ctx, k, capacity.Observation{}), s.settleOp(ctx, k, first.Lease, debt)}
+	runOps(s, k, ops)
+	require.NoError(t, ops[0].err)
+	require.Equal(t, "ok", ops[0].res.str())
+	require.Equal(t, "ok", ops[1].res.str(), "the observe made the state the settle applies to")
+}

@@ -189,6 +189,52 @@ func reserveSettleOp(b *testing.B, rdb *redis.Client) admitOp {
 	}
 }
 
+// reserveSettleObserveOp is reserveSettleOp with the response's headers
+// observed after the settle, as the activity interceptor does for every
+// call whose response carried rate-limit headers.
+func reserveSettleObserveOp(b *testing.B, rdb *redis.Client) admitOp {
+	s, err := New(rdb, Options{Prefix: testPrefix(b, rdb)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	p := capacity.OpenAIProfile{}
+	d := capacity.Demand{InputTokens: 800, MaxTokens: 256}
+	charges := p.Charges(d)
+	ctx := context.Background()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	var obs capacity.Observation
+	obs.Dims[capacity.Requests] = capacity.DimensionObservation{HasLimit: true, Limit: 1e9, HasRemaining: true, Remaining: 1e9}
+	obs.Dims[capacity.Tokens] = capacity.DimensionObservation{HasLimit: true, Limit: 1e12, HasRemaining: true, Remaining: 1e12}
+	return func(i int) (time.Duration, error) {
+		t0 := time.Now()
+		res, err := s.Reserve(ctx, capacity.Request{Scope: benchScope, Limits: benchLimits, Call: run + "-" + strconv.Itoa(i), Attempt: 1, Charges: charges, TTL: time.Minute})
+		lat := time.Since(t0)
+		if err != nil {
+			return 0, err
+		}
+		if !res.Granted {
+			return 0, fmt.Errorf("denied: %v on %v", res.Reason, res.Binding)
+		}
+		final := p.Settle(d, res.Lease.Charges, capacity.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})
+		if err := s.Settle(ctx, res.Lease, final); err != nil {
+			return 0, err
+		}
+		o := obs
+		o.Mark = res.Lease.Mark
+		return lat, s.Observe(ctx, benchScope, o)
+	}
+}
+
+// BenchmarkAdmissionObserved measures a whole admitted call as the
+// interceptor makes it, reserve, settle and observe, with 16 goroutines on
+// one scope (not a target's setup: for the README's production figure).
+func BenchmarkAdmissionObserved(b *testing.B) {
+	addr := benchAddr(b)
+	rdb, hook := benchClient(b, addr)
+	runAdmission(b, rdb, hook, reserveSettleObserveOp(b, rdb))
+}
+
 // allowNOp returns an op that admits one call with go-redis/redis_rate
 // AllowN on rdb: the single-bucket limiter tollgate is compared with.
 func allowNOp(b *testing.B, rdb *redis.Client) admitOp {

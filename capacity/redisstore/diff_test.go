@@ -245,7 +245,7 @@ func drawFinal(t *rapid.T, le capacity.Lease) capacity.Charges {
 	return final
 }
 
-// batch sends a few reserves and settles to the Redis store as one batch
+// batch sends a few reserves, settles and observations to the Redis store as one batch
 // (one script at one time, as concurrent calls go) and to the memory store
 // one after the other: every answer must be the same as if each ran alone.
 func (m *diffModel) batch(t *rapid.T) {
@@ -259,6 +259,12 @@ func (m *diffModel) batch(t *rapid.T) {
 	var ops []*op
 	var items []sent
 	for range rapid.IntRange(2, 6).Draw(t, "batch-size") {
+		if rapid.IntRange(0, 3).Draw(t, "batch-observe") == 0 {
+			o, ob := m.drawObservation(t)
+			items = append(items, sent{memErr: m.mem.Observe(ctx, diffScope, o)})
+			ops = append(ops, m.rs.observeOp(ctx, k, ob))
+			continue
+		}
 		if a, b, ok := m.pick(t); ok && rapid.Bool().Draw(t, "batch-settle") {
 			final := drawFinal(t, a)
 			items = append(items, sent{memErr: m.mem.Settle(ctx, a, final)})
@@ -279,7 +285,7 @@ func (m *diffModel) batch(t *rapid.T) {
 	runOps(m.rs, k, ops)
 	for i, o := range ops {
 		it := items[i]
-		if o.kind == "s" {
+		if o.kind != "r" { // a settle or an observe
 			err := o.err
 			if kind := o.res.str(); err == nil && kind != "ok" && kind != "gone" {
 				err = fmt.Errorf("settle: %q %v", kind, o.res.err)
@@ -330,6 +336,14 @@ func (m *diffModel) renew(t *rapid.T) {
 }
 
 func (m *diffModel) observe(t *rapid.T) {
+	o, ob := m.drawObservation(t)
+	ctx := context.Background()
+	sameError(t, m.mem.Observe(ctx, diffScope, o), m.rs.Observe(ctx, diffScope, ob))
+}
+
+// drawObservation draws what a response reported, for each store (with
+// the mark of a lease each granted).
+func (m *diffModel) drawObservation(t *rapid.T) (capacity.Observation, capacity.Observation) {
 	var o capacity.Observation
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
 		if rapid.Bool().Draw(t, "dim-"+d.String()) {
@@ -345,8 +359,7 @@ func (m *diffModel) observe(t *rapid.T) {
 	if a, b, ok := m.pick(t); ok && rapid.Bool().Draw(t, "mark") {
 		o.Mark, ob.Mark = a.Mark, b.Mark
 	}
-	ctx := context.Background()
-	sameError(t, m.mem.Observe(ctx, diffScope, o), m.rs.Observe(ctx, diffScope, ob))
+	return o, ob
 }
 
 func (m *diffModel) block(t *rapid.T) {

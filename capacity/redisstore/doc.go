@@ -23,10 +23,10 @@
 // Times have microsecond resolution; RetryAt is rounded up to it, and
 // Request.Since is rounded up to it (aging never lifts a call early).
 //
-// Concurrent reserves and settles of one Store on one scope share a round
-// trip (group commit): each is still decided on its own, atomically, in
-// arrival order, and each call takes part in exactly one round trip per
-// operation; a lone call is sent at once. At most two batches of a scope
+// Concurrent reserves, settles and observations of one Store on one scope
+// share a round trip (group commit): each is still decided on its own,
+// atomically, in arrival order, and each call takes part in exactly one
+// round trip per operation; a lone call is sent at once. At most two batches of a scope
 // are in Redis at once, and the second is sent only once it is as large as
 // the first (or when the first returns): a script's fixed cost (defining
 // its functions, reading and writing the state) is most of a small batch's.

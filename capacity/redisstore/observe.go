@@ -2,7 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"strconv"
+	"fmt"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 )
@@ -27,18 +27,32 @@ func (s *Store) Observe(ctx context.Context, sc capacity.Scope, obs capacity.Obs
 
 func (s *Store) observe(ctx context.Context, sc capacity.Scope, obs capacity.Observation) error {
 	k := s.keysFor(sc)
-	b1, b2 := s.knownBounds(k)
-	args := s.commonArgs(k, b1, b2, 21)
+	r, _, err := s.do(k, s.observeOp(ctx, k, obs))
+	if err != nil {
+		return err
+	}
+	if kind := r.str(); r.err != nil || kind != "ok" {
+		return fmt.Errorf("%w: observe: result %q %v", ErrBadReply, kind, r.err)
+	}
+	return nil
+}
+
+// observeOp returns obs as an operation of a batch: observations share a
+// script call with the scope's reserves and settles (a model call's
+// response brings one each time).
+func (s *Store) observeOp(ctx context.Context, k *scopeKeys, obs capacity.Observation) *op {
+	b1, b2 := s.knownBoundsMicros(k)
+	n := make(numbers, 0, 8*23)
+	n = n.add(b1).add(b2)
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
 		od := obs.Dims[d]
-		args = append(args, flag(od.HasLimit), od.Limit, flag(od.HasRemaining), od.Remaining)
+		n = n.addBool(od.HasLimit).add(od.Limit).addBool(od.HasRemaining).add(od.Remaining)
 	}
-	args = append(args, flag(obs.Mark.Valid))
+	n = n.addBool(obs.Mark.Valid)
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
-		args = append(args, strconv.FormatFloat(obs.Mark.Granted[d], 'g', -1, 64))
+		n = n.addFloat(obs.Mark.Granted[d])
 	}
-	_, _, err := s.run(ctx, "observe", scriptObserve, k, args)
-	return err
+	return &op{ctx: ctx, kind: "o", nums: n}
 }
 
 func flag(b bool) string {

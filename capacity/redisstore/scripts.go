@@ -37,7 +37,6 @@ var (
 	scriptOps       = scopeScript("ops.lua")
 	scriptRelease   = scopeScript("release.lua")
 	scriptRenew     = scopeScript("renew.lua")
-	scriptObserve   = scopeScript("observe.lua")
 	scriptBlock     = scopeScript("block.lua")
 	scriptSnapshot  = scopeScript("snapshot.lua")
 	scriptUnblock   = scopeScript("unblock.lua")
@@ -243,6 +242,10 @@ type numbers []byte
 
 func (n numbers) add(x int64) numbers {
 	return binary.LittleEndian.AppendUint64(n, math.Float64bits(float64(x)))
+}
+
+func (n numbers) addFloat(f float64) numbers {
+	return binary.LittleEndian.AppendUint64(n, math.Float64bits(f))
 }
 
 func (n numbers) addBool(b bool) numbers {

@@ -1,15 +1,18 @@
--- ops.lua: a batch of Reserve and Settle operations on one scope, decided
--- one after the other exactly as if each ran alone (MemoryStore.Reserve,
--- MemoryStore.Settle): concurrent calls of one store share a round trip and
--- the state is read and written once.
+-- ops.lua: a batch of Reserve, Settle and Observe operations on one scope,
+-- decided one after the other exactly as if each ran alone
+-- (MemoryStore.Reserve, Settle, Observe): concurrent calls of one store
+-- share a round trip and the state is read and written once.
 -- ARGV from 6: ticket grace, the limits signature of the batch's reserves
--- (''), then the operations, each a call and its numbers, told apart by
--- the numbers' length (each argument costs Redis a string):
+-- (''), then the operations, each a call ('' for an observe) and its
+-- numbers, told apart by the numbers' length (each argument costs Redis a
+-- string):
 --   reserve (15 numbers): day boundary, next boundary, attempt, class,
 --       charges x7, ttl, deadline (0: none), book (1), since (0: none);
 --       with a 16th number (0), a limits signature of its own follows
 --   settle (10 numbers): day boundary, next boundary, attempt (0: matches
 --       no lease), final charges minus reserved x7 (in-flight 0)
+--   observe (23 numbers): day boundary, next boundary, for each bucket d:
+--       has limit, limit, has remaining, remaining; mark valid, mark x4
 -- Numbers are one argument of little-endian doubles (Go's numbers type),
 -- read with one struct.unpack: tonumber of each costs far more.
 -- Reply: {'B', now, epoch, reset, freed, granted x7, result...}, one result
@@ -29,6 +32,7 @@
 --   {'s', live attempt}                   stale attempt
 -- A settle's: 'ok', or 'gone' when the scope's state did not exist and
 -- nothing was applied (a string).
+-- An observe's: 'ok'.
 
 local GRACE = tonumber(ARGV[6])
 local BATCH_SIG = ARGV[7]
@@ -375,24 +379,96 @@ local function settle(i)
   return 'ok'
 end
 
+-- observe applies the observation at ARGV[i + 1] (memScope.observe); the
+-- scope's state exists (an observe creates it, as MemoryStore.Observe).
+local function observe(i)
+  local S = S
+  local o = {unpack_numbers('<ddddddddddddddddddddddd', ARGV[i + 1])}
+  BOUND1, BOUND2 = o[1], o[2]
+  if not ADVANCED then advance() end
+  -- A reported limit below the configured one lowers it; a report at or
+  -- above it lifts an earlier lowering. Reset values are never used as rates.
+  local changed, reported = false, false
+  for d = 1, $NB do
+    local j = 2 + (d - 1) * 4
+    local lim = o[j + 2]
+    if o[j + 1] == 1 and lim > 0 then
+      local cfg = S[$L + d]
+      if cfg == 0 or lim < cfg then
+        reported = true
+        if S[$LO + d] ~= lim then
+          S[$LO + d] = lim
+          changed = true
+        end
+      elseif S[$LO + d] ~= 0 then
+        S[$LO + d] = 0
+        changed = true
+      end
+    end
+  end
+  local lowered = false
+  for d = 1, $NB do
+    if S[$LO + d] ~= 0 then lowered = true end
+  end
+  if not lowered then
+    S[$LOM] = 0
+  elseif reported then
+    S[$LOM] = NOW + $LOWERED_MEMORY
+  end
+  if changed then
+    recompute()
+    for d = 1, $NB do
+      if S[$CAP + d] > 0 then S[$LV + d] = min(S[$LV + d], S[$CAP + d]) end
+    end
+  end
+  -- The level becomes at most the reported remaining minus what was
+  -- granted after the observed request left.
+  local mark_valid = o[19] == 1
+  local inflight = nil
+  for d = 1, $NB do
+    local j = 2 + (d - 1) * 4
+    if o[j + 3] == 1 and S[$CAP + d] > 0 then
+      local since
+      if mark_valid then
+        since = max(0, S[$G + d] - o[19 + d])
+      else
+        -- Unknown send time: assume everything in flight left after it.
+        if not inflight then
+          inflight = {0, 0, 0, 0}
+          if S[$NL] > 0 then
+            flush_leases()
+            for _, v in ipairs(call('HVALS', KEYS[$K_LEASES])) do
+              local le = decode_lease(v)
+              for e = 1, $NB do inflight[e] = inflight[e] + le[4 + e] end
+            end
+          end
+        end
+        since = inflight[d]
+      end
+      S[$LV + d] = min(S[$LV + d], o[j + 4] - since)
+    end
+  end
+  return 'ok'
+end
+
 -- One pass checks the operations and collects their calls.
-local calls, has_reserve = {}, false
+local calls, create = {}, false
 local i = 8
 while ARGV[i] do
   local n = ARGV[i + 1] and #ARGV[i + 1]
-  if n == 120 or n == 128 then
-    has_reserve = true
+  if n == 120 or n == 128 or n == 184 then
+    create = true -- a reserve or an observe creates the scope's state
   elseif n ~= 80 then
     return redis.error_reply('tollgate: malformed operation at argument ' .. i)
   end
-  calls[#calls + 1] = ARGV[i]
+  if n ~= 184 then calls[#calls + 1] = ARGV[i] end
   if n == 128 then i = i + 3 else i = i + 2 end
 end
 
 -- A settle's result is a string, not a table: one less table to
 -- build and to convert to a reply.
 local out = {'B', NOW, '', 0, 0, 0, 0, 0, 0, 0, 0, 0}
-if not load(has_reserve) then
+if not load(create) then
   -- Nothing to settle: the scope's state is gone (expired or lost).
   for j = 1, #calls do out[12 + j] = 'gone' end
   out[3], out[4] = EP, RESET
@@ -405,6 +481,10 @@ while ARGV[i] do
   local n = #ARGV[i + 1]
   if n == 80 then
     out[#out + 1] = settle(i)
+    i = i + 2
+  elseif n == 184 then
+    out[#out + 1] = observe(i)
+    LOADED = true
     i = i + 2
   else
     out[#out + 1] = reserve(i, n == 128)
