@@ -162,37 +162,10 @@ func benchClient(b *testing.B, addr string) (*redis.Client, *countHook) {
 type admitOp func(i int) (time.Duration, error)
 
 // reserveSettleOp returns an op that reserves and settles one call on one
-// hot scope of a new store on rdb.
-func reserveSettleOp(b *testing.B, rdb *redis.Client) admitOp {
-	s, err := New(rdb, Options{Prefix: testPrefix(b, rdb)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Close() })
-	p := capacity.OpenAIProfile{}
-	d := capacity.Demand{InputTokens: 800, MaxTokens: 256}
-	charges := p.Charges(d)
-	ctx := context.Background()
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	return func(i int) (time.Duration, error) {
-		t0 := time.Now()
-		res, err := s.Reserve(ctx, capacity.Request{Scope: benchScope, Limits: benchLimits, Call: run + "-" + strconv.Itoa(i), Attempt: 1, Charges: charges, TTL: time.Minute})
-		lat := time.Since(t0)
-		if err != nil {
-			return 0, err
-		}
-		if !res.Granted {
-			return 0, fmt.Errorf("denied: %v on %v", res.Reason, res.Binding)
-		}
-		final := p.Settle(d, res.Lease.Charges, capacity.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})
-		return lat, s.Settle(ctx, res.Lease, final)
-	}
-}
-
-// reserveSettleObserveOp is reserveSettleOp with the response's headers
-// observed after the settle, as the activity interceptor does for every
-// call whose response carried rate-limit headers.
-func reserveSettleObserveOp(b *testing.B, rdb *redis.Client) admitOp {
+// hot scope of a new store on rdb; with observe, it also observes the
+// response's headers after the settle, as the activity interceptor does
+// for every call whose response carried rate-limit headers.
+func reserveSettleOp(b *testing.B, rdb *redis.Client, observe bool) admitOp {
 	s, err := New(rdb, Options{Prefix: testPrefix(b, rdb)})
 	if err != nil {
 		b.Fatal(err)
@@ -217,8 +190,8 @@ func reserveSettleObserveOp(b *testing.B, rdb *redis.Client) admitOp {
 			return 0, fmt.Errorf("denied: %v on %v", res.Reason, res.Binding)
 		}
 		final := p.Settle(d, res.Lease.Charges, capacity.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})
-		if err := s.Settle(ctx, res.Lease, final); err != nil {
-			return 0, err
+		if err := s.Settle(ctx, res.Lease, final); err != nil || !observe {
+			return lat, err
 		}
 		o := obs
 		o.Mark = res.Lease.Mark
@@ -232,7 +205,7 @@ func reserveSettleObserveOp(b *testing.B, rdb *redis.Client) admitOp {
 func BenchmarkAdmissionObserved(b *testing.B) {
 	addr := benchAddr(b)
 	rdb, hook := benchClient(b, addr)
-	runAdmission(b, rdb, hook, reserveSettleObserveOp(b, rdb))
+	runAdmission(b, rdb, hook, reserveSettleOp(b, rdb, true))
 }
 
 // allowNOp returns an op that admits one call with go-redis/redis_rate
@@ -261,7 +234,7 @@ func allowNOp(b *testing.B, rdb *redis.Client) admitOp {
 // scope (reserve latency is what p50/p99 report).
 func benchReserveSettle(b *testing.B, addr string) admission {
 	rdb, hook := benchClient(b, addr)
-	return runAdmission(b, rdb, hook, reserveSettleOp(b, rdb))
+	return runAdmission(b, rdb, hook, reserveSettleOp(b, rdb, false))
 }
 
 // benchAllowN measures go-redis/redis_rate AllowN on the same server.
@@ -300,7 +273,7 @@ func runFor(d time.Duration, op admitOp, next *atomic.Int64) (int64, error) {
 // alike, and returns each one's calls per second.
 func interleaved(b *testing.B, addr string, slices int, slice time.Duration) (ours, theirs float64) {
 	rdb, _ := benchClient(b, addr)
-	opOurs, opTheirs := reserveSettleOp(b, rdb), allowNOp(b, rdb)
+	opOurs, opTheirs := reserveSettleOp(b, rdb, false), allowNOp(b, rdb)
 	var next atomic.Int64
 	var nOurs, nTheirs int64
 	for i := range slices {
