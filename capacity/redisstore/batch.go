@@ -17,9 +17,9 @@ const maxBatches = 2
 
 // Reserves, settles and observations on one scope are decided in batches:
 // an operation that arrives while its scope's previous batches are in Redis
-// waits for one to return and goes with the next (group commit). A lone call goes at once;
-// under load a round trip and one read and write of the state serve many
-// calls. A second batch joins one already in Redis only once it holds as
+// waits for one to return and goes with the next (group commit). A lone
+// call goes at once; under load a round trip and one read and write of the
+// state serve many calls. A second batch joins one already in Redis only once it holds as
 // many operations, or when the first returns: a busy scope's batches stay
 // large (a script's fixed cost, defining its functions and reading and
 // writing the state, is most of the cost of a small one) while Redis still
@@ -140,7 +140,7 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 		args = append(args, o.call, []byte(o.nums))
 	}
 	ctx := context.WithoutCancel(ops[0].ctx)
-	r, h, err := s.run(ctx, "reserve/settle", scriptOps, k, args)
+	r, h, err := s.run(ctx, "batch", scriptOps, k, args)
 	var granted [capacity.NumDimensions]float64 // the scope's grant history
 	if err == nil {
 		for d := range granted {
