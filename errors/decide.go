@@ -125,8 +125,13 @@ func (c Classifier) rateLimit(v *Verdict, ev *evidence, msg string) {
 	v.Limit, _ = messageNumber(msg, "limit ")
 	v.Requested, _ = messageNumber(msg, "requested ")
 	v.RetryAfter = providerWait(v, ev, msg)
+	// A per-day limit that refills continuously (OpenAI's: 10,000 RPD frees
+	// a request every 8.64 s) states a short wait: that is a rate limit on
+	// the daily dimension, not a spent quota. A daily quota that resets at a
+	// boundary (Gemini's quota id says so) is exhausted until then.
+	rolling := v.RetryAfter > 0 && v.RetryAfter <= c.maxRateLimitWait()
 	switch {
-	case daily || v.HasDimension && v.Dimension.PerDay():
+	case daily || v.HasDimension && v.Dimension.PerDay() && !rolling:
 		v.Class, v.Reason = QuotaExhausted, ReasonDailyQuota
 	case v.RetryAfter > c.maxRateLimitWait():
 		v.Class, v.Reason = QuotaExhausted, ReasonWaitExceedsBound

@@ -32,6 +32,7 @@ type errorFixture struct {
 	Body     string            `json:"body"`
 	Expect   errorExpect       `json:"expect"`
 	Source   string            `json:"source"`
+	Note     string            `json:"note"`
 }
 
 // errorExpect is every key the fixtures' expect objects use; an unknown key

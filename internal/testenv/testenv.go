@@ -1,4 +1,4 @@
-// Package testenv holds what tollgate's own tests share: the shared provider
+// Package testenv holds what tollgate's own tests share: loading the provider
 // fixtures, header corpus helpers for the fuzz targets, and the test Redis.
 // It is internal: users test against testsuite, not this.
 package testenv
@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,27 +18,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// FixturePath returns the path of a file of the shared fixtures: in
-// $TOLLGATE_FIXTURES if set, else in ../shared/fixtures beside the module
-// root (where CI lays shared/ next to the clone).
+// FixturePath returns the path of a provider fixture file: in
+// $TOLLGATE_FIXTURES if set, else in the testdata folder of the package
+// under test (go test runs in the package's folder). The module owns its
+// fixtures: nothing outside it is read.
 func FixturePath(name string) (string, error) {
 	if dir := os.Getenv("TOLLGATE_FIXTURES"); dir != "" {
 		return filepath.Join(dir, name), nil
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "fixtures", name), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("testenv: no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return filepath.Join("testdata", name), nil
 }
 
 // LoadFixtures decodes the fixture file name into v, refusing unknown
