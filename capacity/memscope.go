@@ -266,7 +266,7 @@ func (m *memScope) borrowable(d int, c Class) float64 {
 		return 0
 	}
 	var sum float64
-	for _, lower := range [...]Class{Interactive, Standard, Bulk} {
+	for lower := range Class(numClasses) {
 		if rank(lower) < rank(c) {
 			sum += m.bookedBy[classIndex(lower)][d]
 		}

@@ -93,27 +93,41 @@ func classIndex(c Class) int {
 	return int(c)
 }
 
-// rank orders classes: Interactive above Standard above Bulk.
-func rank(c Class) int {
-	switch c {
-	case Interactive:
-		return 2
-	case Bulk:
-		return 0
+// classes is the one place the class rules are written: each class's name
+// and rank. A higher rank is served first and may borrow what lower ranks
+// booked. The Redis store's scripts read the same table (generated into
+// their constants).
+var classes = [numClasses]struct {
+	name string
+	rank int
+}{
+	Standard:    {"standard", 1},
+	Interactive: {"interactive", 2},
+	Bulk:        {"bulk", 0},
+}
+
+// rank orders classes: Interactive above Standard above Bulk. A class out
+// of range ranks as Standard.
+func rank(c Class) int { return classes[classIndex(c)].rank }
+
+// Rank returns the class's rank: a higher rank is served first and may
+// borrow what lower ranks booked. A class out of range ranks as Standard.
+func (c Class) Rank() int { return rank(c) }
+
+// Classes returns every class in index order.
+func Classes() []Class {
+	cs := make([]Class, numClasses)
+	for i := range cs {
+		cs[i] = Class(i)
 	}
-	return 1
+	return cs
 }
 
 func (c Class) String() string {
-	switch c {
-	case Standard:
-		return "standard"
-	case Interactive:
-		return "interactive"
-	case Bulk:
-		return "bulk"
+	if c < 0 || int(c) >= numClasses {
+		return "class(" + itoa(int(c)) + ")"
 	}
-	return "class(" + string(rune('0'+c)) + ")"
+	return classes[c].name
 }
 
 // Request is one admission request.

@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"sync"
-
-	"github.com/tollgate-dev/tollgate/capacity"
 )
 
 // maxBatch bounds the operations one script decides.
@@ -46,17 +44,14 @@ func (b *batcher) ready() bool {
 	return len(b.pending) >= b.sent
 }
 
-// op is one queued reserve ('r'), settle ('s') or observe ('o').
+// op is one queued reserve, settle or observe (lua/ops.lua).
 type op struct {
-	ctx  context.Context
-	kind string
-	call string
-	nums numbers // a reserve's 15, a settle's 10, an observe's 23 (see lua/ops.lua)
-	sig  string  // a reserve's limits signature
-	// charges is what the operation charges when it does: a reserve's
-	// request, a settle's final charges minus reserved.
-	charges capacity.Charges
-	done    chan struct{}
+	ctx    context.Context
+	code   int    // opReserve, opSettle or opObserve
+	call   string // '' for an observe
+	fields []any  // the operation's fields (constants.go: reserveFields ...)
+	sig    string // a reserve's limits signature, also its last field
+	done   chan struct{}
 
 	// Set before done is closed.
 	res *reply
@@ -124,29 +119,22 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 	// once; a reserve with other limits sends its own.
 	sig := ""
 	for _, o := range ops {
-		if o.kind == "r" {
+		if o.code == opReserve {
 			sig = o.sig
 			break
 		}
 	}
-	args := s.commonArgs(k, "", "", 2+len(ops)*2)
+	args := s.commonArgs(k, "", "", 2+len(ops)*(2+reserveFields))
 	args = append(args, s.opts.TicketGrace.Microseconds(), sig)
 	for _, o := range ops {
-		if o.kind == "r" && o.sig != sig {
-			own := append(numbers(nil), o.nums...).add(0)
-			args = append(args, o.call, []byte(own), o.sig)
-			continue
+		args = append(args, o.code, o.call)
+		args = append(args, o.fields...)
+		if o.code == opReserve && o.sig == sig {
+			args[len(args)-1] = "" // the batch's
 		}
-		args = append(args, o.call, []byte(o.nums))
 	}
 	ctx := context.WithoutCancel(ops[0].ctx)
-	r, h, err := s.run(ctx, "batch", scriptOps, k, args)
-	var granted [capacity.NumDimensions]float64 // the scope's grant history
-	if err == nil {
-		for d := range granted {
-			granted[d] = float64(r.int())
-		}
-	}
+	r, h, err := s.run(ctx, "batch", s.scripts.ops, k, args)
 	for _, o := range ops {
 		o.h, o.err = h, err
 		if err == nil {
@@ -154,7 +142,6 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 			if r.err != nil {
 				o.err = r.err
 			}
-			o.res.granted = follow(&granted, o)
 		}
 	}
 	b := &k.batch
@@ -181,32 +168,4 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 	if next != nil {
 		go s.runBatch(k, next)
 	}
-}
-
-// follow advances the scope's grant history past o, decided as its result
-// says, exactly as the script's charge does (lua/common.lua): a fresh grant,
-// a ticket booked now and an applied settle add the positive parts of their
-// charges.
-// It returns the history after a fresh grant (the lease's mark), else nil.
-func follow(granted *[capacity.NumDimensions]float64, o *op) []float64 {
-	res := o.res
-	if res.err != nil || len(res.v) == 0 {
-		return nil
-	}
-	kind, _ := res.v[0].(string)
-	fresh := o.kind == "r" && len(kind) == 3 && kind[0] == 'g'
-	booked := o.kind == "r" && kind == "d" && len(res.v) > 4 && res.v[4] == int64(2)
-	settled := o.kind == "s" && kind == "ok" // not "gone": nothing applied
-	if !fresh && !booked && !settled {
-		return nil
-	}
-	for d, c := range o.charges {
-		if c > 0 {
-			granted[d] += float64(c)
-		}
-	}
-	if !fresh {
-		return nil
-	}
-	return append([]float64(nil), granted[:]...)
 }

@@ -33,15 +33,15 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 	// The state stores the detail as a zero-terminated string.
 	detail := strings.ReplaceAll(b.Detail, "\x00", "")
 	if b.Credential {
-		args := []any{s.nowArg(), int(b.Reason), until, detail, b.HalfOpen.Microseconds(), flag(b.Probing)}
-		if err := scriptBlockCred.Run(ctx, s.rdb, k.keys[keyCredBlock:keyCredBlock+1], args...).Err(); err != nil {
+		args := []any{s.nowArg(), int(b.Reason), until, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing)}
+		if err := s.scripts.blockCred.Run(ctx, s.rdb, k.keys[keyCredBlock:keyCredBlock+1], args...).Err(); err != nil {
 			return s.orFallback(s.failed(ctx, "block", err))
 		}
 		s.up()
 		return nil
 	}
-	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), until, detail, b.HalfOpen.Microseconds(), flag(b.Probing))
-	_, _, err := s.run(ctx, "block", scriptBlock, k, args)
+	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), until, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing))
+	_, _, err := s.run(ctx, "block", s.scripts.block, k, args)
 	return s.orFallback(err)
 }
 
@@ -69,7 +69,7 @@ func (s *Store) Unblock(ctx context.Context, sc capacity.Scope, credential bool)
 		s.notify.wakeCredential(k.credKey)
 		return nil
 	}
-	if _, _, err := s.run(ctx, "unblock", scriptUnblock, k, s.commonArgs(k, "", "", 0)); err != nil {
+	if _, _, err := s.run(ctx, "unblock", s.scripts.unblock, k, s.commonArgs(k, "", "", 0)); err != nil {
 		return s.orFallback(err)
 	}
 	s.notify.wake(k.scopeKey, 1)

@@ -285,7 +285,7 @@ func (m *diffModel) batch(t *rapid.T) {
 	runOps(m.rs, k, ops)
 	for i, o := range ops {
 		it := items[i]
-		if o.kind != "r" { // a settle or an observe
+		if o.code != opReserve { // a settle or an observe
 			err := o.err
 			if kind := o.res.str(); err == nil && kind != "ok" && kind != "gone" {
 				err = fmt.Errorf("settle: %q %v", kind, o.res.err)

@@ -12,11 +12,11 @@ import (
 //
 //	{P:C}:epoch        the credential's epoch token (no TTL; see package doc)
 //	{P:C}:cb           credential-wide block; TTL: the block's end
-//	{P:C}:s:K          scope state (struct-packed); TTL: when the scope stops mattering
-//	{P:C}:l:K          live leases by call; TTL: the latest expiry
-//	{P:C}:t:K          booked tickets by call; TTL: at least the latest lapse
-//	{P:C}:te:K         ticket lapse times (sorted set)
-//	{P:C}:ta:K         ticket times (sorted set)
+//	{P:C}:state:K             scope state, a hash of named fields; TTL: when the scope stops mattering
+//	{P:C}:leases:K            live leases by call (record lines); TTL: the latest expiry
+//	{P:C}:tickets:K           booked tickets by call (record lines); TTL: at least the latest lapse
+//	{P:C}:ticket_expiries:K   ticket lapse times (sorted set)
+//	{P:C}:ticket_times:K      ticket times (sorted set)
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //
@@ -31,6 +31,10 @@ const (
 	keyTicketExp = 5
 	keyTicketAt  = 6
 )
+
+// stateInfix comes between the hash tag and the scope key in the name of a
+// scope's state.
+const stateInfix = ":state:"
 
 // scopeKeys are the precomputed names of one scope.
 type scopeKeys struct {
@@ -54,11 +58,11 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 		keys: []string{
 			keyEpoch:     tag + ":epoch",
 			keyCredBlock: tag + ":cb",
-			keyState:     tag + ":s:" + k,
-			keyLeases:    tag + ":l:" + k,
-			keyTickets:   tag + ":t:" + k,
-			keyTicketExp: tag + ":te:" + k,
-			keyTicketAt:  tag + ":ta:" + k,
+			keyState:     tag + stateInfix + k,
+			keyLeases:    tag + ":leases:" + k,
+			keyTickets:   tag + ":tickets:" + k,
+			keyTicketExp: tag + ":ticket_expiries:" + k,
+			keyTicketAt:  tag + ":ticket_times:" + k,
 		},
 		channel: tag + ":n:" + k,
 		failure: tag + ":f:" + k + ":",

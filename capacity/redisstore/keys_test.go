@@ -40,11 +40,11 @@ func TestKeyLayout(t *testing.T) {
 	require.Equal(t, []string{
 		tag + ":epoch",
 		tag + ":cb",
-		tag + ":s:openai/gpt-4o%20mini/team%2Fa/eu",
-		tag + ":l:openai/gpt-4o%20mini/team%2Fa/eu",
-		tag + ":t:openai/gpt-4o%20mini/team%2Fa/eu",
-		tag + ":te:openai/gpt-4o%20mini/team%2Fa/eu",
-		tag + ":ta:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":state:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":leases:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":tickets:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":ticket_expiries:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":ticket_times:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)
@@ -174,31 +174,28 @@ func TestCorruptState(t *testing.T) {
 	}
 }
 
-// TestEarlierStateFormat: state an earlier version wrote (msgpack) is
-// dropped as after a data loss: the scope restarts at its burst level, and
-// the leases stored beside it go with it.
-func TestEarlierStateFormat(t *testing.T) {
+// TestOtherStateFormat: the keys of the struct-packed format (before the
+// state became a hash) are not read, and a state hash of a format this
+// version does not know is refused with an error, never guessed at.
+func TestOtherStateFormat(t *testing.T) {
 	t.Parallel()
 	s, rdb := newTestStore(t, Options{})
 	ctx := context.Background()
 	l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: 2 * time.Second} // 2 at once
-	reserve := func(call string) capacity.Reservation {
-		res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: call, Attempt: 1, Charges: oneCharge()})
-		require.NoError(t, err)
-		return res
+	reserve := func(call string) (capacity.Reservation, error) {
+		return s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: call, Attempt: 1, Charges: oneCharge()})
 	}
-	require.True(t, reserve("a0").Granted)
-	require.True(t, reserve("a1").Granted)
-	require.False(t, reserve("a2").Granted)
-	// A msgpack array of 77 fields, as the previous version stored.
-	old := "\xdc\x00\x4d" + strings.Repeat("\x00", 77)
-	require.NoError(t, rdb.Set(ctx, s.keysFor(keysScope).keys[keyState], old, 0).Err())
-	require.True(t, reserve("b0").Granted, "restarted at the burst level")
-	require.True(t, reserve("b1").Granted)
-	require.False(t, reserve("b2").Granted)
-	snap, err := s.Snapshot(ctx, keysScope)
+	tag := "{" + s.opts.Prefix + ":" + keysScope.CredentialKey() + "}"
+	require.NoError(t, rdb.Set(ctx, tag+":s:"+keysScope.Key(), "\x02"+strings.Repeat("\x00", 40), time.Minute).Err())
+	res, err := reserve("a0")
 	require.NoError(t, err)
-	require.Len(t, snap.Leases, 2, "the earlier leases went with their state")
+	require.True(t, res.Granted, "an earlier format's key is not this version's state")
+
+	require.NoError(t, rdb.HSet(ctx, s.keysFor(keysScope).keys[keyState], "format", stateFormat+1).Err())
+	res, err = reserve("a1")
+	require.ErrorContains(t, err, "unknown scope state format")
+	require.False(t, res.Granted)
+	require.NotErrorIs(t, err, capacity.ErrStoreUnavailable, "a bad key is not an outage")
 }
 
 // TestBlockDetailStored: a block's detail is kept as given, but for NUL

@@ -55,18 +55,16 @@ func (s *Store) settleOp(ctx context.Context, k *scopeKeys, lease capacity.Lease
 	delta := final.Sub(lease.Charges)
 	delta[capacity.InFlight] = 0
 	b1, b2 := s.knownBoundsMicros(k)
-	// The script matches the stored lease by call and attempt: a lease whose
-	// ID is not the one its call and attempt make matches none (attempt 0).
 	attempt := int64(lease.Attempt)
 	if lease.ID != capacity.LeaseID(lease.Call, lease.Attempt) || attempt < 1 {
-		attempt = 0
+		attempt = 0 // matches no lease
 	}
-	n := make(numbers, 0, 8*(3+capacity.NumDimensions))
-	n = n.add(b1).add(b2).add(attempt)
+	fields := make([]any, 0, settleFields)
+	fields = append(fields, b1, b2, attempt)
 	for _, c := range delta {
-		n = n.add(c)
+		fields = append(fields, c)
 	}
-	return &op{ctx: ctx, kind: "s", call: lease.Call, nums: n, charges: delta}
+	return &op{ctx: ctx, code: opSettle, call: lease.Call, fields: fields}
 }
 
 // Release implements capacity.Store. A Lease with an empty ID and a Call
@@ -93,7 +91,7 @@ func (s *Store) Release(ctx context.Context, lease capacity.Lease) error {
 	k := s.keysFor(lease.Scope)
 	b1, b2 := s.knownBounds(k)
 	args := append(s.commonArgs(k, b1, b2, 2), lease.Call, lease.ID)
-	if _, _, err := s.run(ctx, "release", scriptRelease, k, args); err != nil {
+	if _, _, err := s.run(ctx, "release", s.scripts.release, k, args); err != nil {
 		return err
 	}
 	s.notify.wake(k.scopeKey, 1)
@@ -120,7 +118,7 @@ func (s *Store) Renew(ctx context.Context, lease capacity.Lease, ttl time.Durati
 	k := s.keysFor(lease.Scope)
 	b1, b2 := s.knownBounds(k)
 	args := append(s.commonArgs(k, b1, b2, 3), lease.Call, lease.ID, ttl.Microseconds())
-	r, h, err := s.run(ctx, "renew", scriptRenew, k, args)
+	r, h, err := s.run(ctx, "renew", s.scripts.renew, k, args)
 	if err != nil {
 		return capacity.Lease{}, err
 	}

@@ -42,20 +42,20 @@ func (s *Store) observe(ctx context.Context, sc capacity.Scope, obs capacity.Obs
 // response brings one each time).
 func (s *Store) observeOp(ctx context.Context, k *scopeKeys, obs capacity.Observation) *op {
 	b1, b2 := s.knownBoundsMicros(k)
-	n := make(numbers, 0, 8*23)
-	n = n.add(b1).add(b2)
+	fields := make([]any, 0, observeFields)
+	fields = append(fields, b1, b2)
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
 		od := obs.Dims[d]
-		n = n.addBool(od.HasLimit).add(od.Limit).addBool(od.HasRemaining).add(od.Remaining)
+		fields = append(fields, boolArg(od.HasLimit), od.Limit, boolArg(od.HasRemaining), od.Remaining)
 	}
-	n = n.addBool(obs.Mark.Valid)
+	fields = append(fields, boolArg(obs.Mark.Valid))
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
-		n = n.addFloat(obs.Mark.Granted[d])
+		fields = append(fields, obs.Mark.Granted[d])
 	}
-	return &op{ctx: ctx, kind: "o", nums: n}
+	return &op{ctx: ctx, code: opObserve, fields: fields}
 }
 
-func flag(b bool) string {
+func boolArg(b bool) string {
 	if b {
 		return "1"
 	}

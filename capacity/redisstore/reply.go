@@ -19,10 +19,6 @@ type reply struct {
 	v   []any
 	i   int
 	err error
-
-	// granted is an operation's grant history after a fresh grant, which Go
-	// follows through a batch (batch.go: follow).
-	granted []float64
 }
 
 func newReply(op string, v any) (*reply, error) {

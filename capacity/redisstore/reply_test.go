@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"errors"
-	"regexp"
 	"testing"
 	"time"
 
@@ -23,10 +22,10 @@ func TestBadReplies(t *testing.T) {
 		{"empty", []any{}},
 		{"unknown kind", []any{"z"}},
 		{"kind not a string", []any{int64(1)}},
-		{"grant cut short", []any{"g1"}},
-		{"grant too long", []any{"g100"}},
-		{"grant with a bad flag", []any{"g20"}},
-		{"grant without the batch's grant history", []any{"g10"}},
+		{"grant cut short", []any{"G", int64(1)}},
+		{"grant without a lease", []any{"G", int64(1), int64(0)}},
+		{"grant with a lease of no attempt", []any{"G", int64(1), int64(0), "expires=5"}},
+		{"grant with a lease of bad numbers", []any{"G", int64(1), int64(0), "attempt=1 expires=five"}},
 		{"denial with a nil", []any{"d", int64(1), nil, int64(0), int64(0)}},
 		{"too large with a number capacity", []any{"x", int64(3), int64(600), int64(500)}},
 		{"too large with a bad number", []any{"x", int64(3), int64(600), "five hundred"}},
@@ -35,9 +34,6 @@ func TestBadReplies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &reply{op: "test", v: tc.v}
-			if tc.name != "grant without the batch's grant history" {
-				r.granted = make([]float64, capacity.NumDimensions)
-			}
 			require.NotPanics(t, func() {
 				_, _, err := parseReserve(r, h, req)
 				require.ErrorIs(t, err, ErrBadReply)
@@ -59,8 +55,9 @@ func TestParseReserve(t *testing.T) {
 	now := time.UnixMicro(1_800_000_000_000_000).UTC()
 	h := header{now: now}
 	mark := [capacity.NumDimensions]float64{10, 0, 0, 0, 10, 0, 10}
-	req.TTL = time.Minute + 1500*time.Nanosecond // whole microseconds, as the script adds it
-	res, room, err := parseReserve(&reply{v: []any{"g11"}, granted: mark[:]}, h, req)
+	line := "attempt=2 class=2 granted_at=1800000000000000 expires=1800000060000001 " +
+		"charge.requests=1 charge.requests_per_day=1 charge.in_flight=1 mark.requests=10 mark.requests_per_day=10 mark.in_flight=10 unknown.field=3"
+	res, room, err := parseReserve(&reply{v: []any{"G", int64(1), int64(1), line}}, h, req)
 	require.NoError(t, err)
 	require.True(t, room)
 	require.Equal(t, capacity.Reservation{
@@ -68,9 +65,13 @@ func TestParseReserve(t *testing.T) {
 		Lease: capacity.Lease{
 			ID: "c#2", Call: "c", Attempt: 2, Scope: keysScope, Charges: oneCharge(), Class: capacity.Bulk,
 			GrantedAt: now, Expires: now.Add(time.Minute + time.Microsecond),
-			Mark: capacity.Mark{Valid: true, Granted: [capacity.NumDimensions]float64{10, 0, 0, 0, 10, 0, 10}},
+			Mark: capacity.Mark{Valid: true, Granted: mark},
 		},
 	}, res)
+	for _, bad := range []string{"attempt=x expires=1", "attempt", "expires=1800000060000001", "attempt=1"} {
+		_, _, err := parseReserve(&reply{v: []any{"G", int64(1), int64(0), bad}}, h, req)
+		require.ErrorIs(t, err, ErrBadReply, bad)
+	}
 
 	res, _, err = parseReserve(&reply{v: []any{"d", int64(2), int64(0), now.Add(time.Second).UnixMicro(), int64(0),
 		int64(capacity.Cooldown), now.Add(time.Second).UnixMicro(), int64(1), "429", int64(5_000_000), int64(1)}}, h, req)
@@ -106,71 +107,24 @@ func TestSignatureRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadReply)
 }
 
-// TestScriptsRender: every constant in the scripts is known.
-func TestScriptsRender(t *testing.T) {
-	left := regexp.MustCompile(`\$[A-Z_]+`)
-	for _, name := range []string{"common.lua", "ops.lua", "release.lua", "renew.lua", "block.lua", "unblock.lua", "snapshot.lua", "blockcred.lua", "failure.lua"} {
-		require.Empty(t, left.FindAllString(render(mustRead("lua/"+name)), -1), name)
-	}
-}
-
-// TestUnroll: a marked loop becomes one do ... end block per value, with
-// the variable written in; anything else is left as it is.
-func TestUnroll(t *testing.T) {
-	for _, tc := range []struct{ name, in, want string }{
-		{
-			name: "marked",
-			in:   "x = 0\n  for d = 1, 2 do -- unroll\n    x = x + S[10 + d] -- d\n    y = dd\n  end\nz = 1",
-			want: "x = 0\n  do\n    x = x + S[10 + 1] -- 1\n    y = dd\n  end\n  do\n    x = x + S[10 + 2] -- 2\n    y = dd\n  end\nz = 1",
-		},
-		{
-			name: "not marked",
-			in:   "for d = 1, 2 do\n  x = d\nend",
-			want: "for d = 1, 2 do\n  x = d\nend",
-		},
-		{
-			name: "unclosed",
-			in:   "  for d = 1, 2 do -- unroll\n    x = d\nend",
-			want: "  for d = 1, 2 do -- unroll\n    x = d\nend",
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, unroll(tc.in))
-		})
-	}
-}
-
-// TestScopeSource: the variables of common and of the script stay at the
-// top of the chunk, their functions and code go inside one function, and
-// a script without the marker is all code.
-func TestScopeSource(t *testing.T) {
-	common := "local S\n-- @functions\nlocal function f() return S end\n"
-	require.Equal(t,
-		"local S\nlocal X\nreturn (function()\n-- @functions\nlocal function f() return S end\n\n-- @functions\nreturn X\nend)()\n",
-		scopeSource(common, "local X\n-- @functions\nreturn X"))
-	require.Equal(t,
-		"local S\nreturn (function()\n-- @functions\nlocal function f() return S end\n\nreturn f()\nend)()\n",
-		scopeSource(common, "return f()"))
-}
-
-// FuzzParseReserve: whatever a reserve's result holds (a grant's string of
-// any bytes, or an array of any shape), parsing returns a reservation or an
+// FuzzParseReserve: whatever a reserve's result holds (an array of any
+// shape, a lease line of any bytes), parsing returns a reservation or an
 // error wrapping ErrBadReply, never panics, and a grant it accepts has an
-// expiry and the request's lease.
+// expiry and the request's call.
 func FuzzParseReserve(f *testing.F) {
-	f.Add("g10", int64(0))
-	f.Add("g", int64(1))
-	f.Add("d", int64(2))
-	f.Add("x", int64(3))
-	f.Add("G", int64(4))
-	f.Add("s", int64(5))
+	f.Add("G", int64(1), "attempt=1 class=0 granted_at=1 expires=2 charge.requests=1")
+	f.Add("G", int64(0), "attempt=1 expires")
+	f.Add("d", int64(2), "")
+	f.Add("x", int64(3), "")
+	f.Add("G", int64(4), "")
+	f.Add("s", int64(5), "")
 	req := capacity.Request{Scope: keysScope, Call: "c", Attempt: 1, Charges: oneCharge()}
 	h := header{now: time.UnixMicro(1_800_000_000_000_000)}
-	f.Fuzz(func(t *testing.T, kind string, n int64) {
-		// The result as a string alone, and as the head of an array of
-		// integers (the shape of every result but a fresh grant).
-		for _, v := range [][]any{{kind}, {kind, n, n, n, n, n, n, n, n, n, n, n}} {
-			res, _, err := parseReserve(&reply{op: "fuzz", v: v, granted: make([]float64, capacity.NumDimensions)}, h, req)
+	f.Fuzz(func(t *testing.T, kind string, n int64, line string) {
+		// The result alone, as the head of an array of integers, and as a
+		// grant's shape with a lease line.
+		for _, v := range [][]any{{kind}, {kind, n, n, n, n, n, n, n, n, n, n, n}, {kind, n, n, line}} {
+			res, _, err := parseReserve(&reply{op: "fuzz", v: v}, h, req)
 			if err != nil {
 				var tooLarge *capacity.DemandTooLargeError
 				if !errors.Is(err, ErrBadReply) && !errors.Is(err, capacity.ErrStaleAttempt) && !errors.As(err, &tooLarge) {

@@ -42,32 +42,28 @@ func (s *Store) reserve(ctx context.Context, k *scopeKeys, req capacity.Request)
 	return parseReserve(r, h, req)
 }
 
-// reserveOp returns req as an operation of a batch.
+// reserveOp returns req as an operation of a batch (lua/ops.lua).
 func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Request) *op {
 	sig := s.signatureOf(req.Limits)
 	if v, ok := s.dayCache.Load(k.scopeKey); !ok || v.(capacity.DayBoundary) != req.Limits.DayReset {
 		s.dayCache.Store(k.scopeKey, req.Limits.DayReset)
 	}
 	b1, b2 := s.bounds(k, req.Limits.DayReset)
-	ttl := leaseTTL(req)
 	var deadline int64
 	if !req.Deadline.IsZero() {
 		deadline = req.Deadline.UnixMicro()
 	}
 	var since int64 // microseconds, rounded up: aging never lifts a call early
 	if !req.Since.IsZero() {
-		since = req.Since.UnixMicro()
-		if req.Since.Nanosecond()%1000 != 0 {
-			since++
-		}
+		since = ceilMicros(req.Since)
 	}
-	n := make(numbers, 0, 8*(7+capacity.NumDimensions))
-	n = n.add(b1).add(b2).add(int64(req.Attempt)).add(int64(req.Class))
+	fields := make([]any, 0, reserveFields)
+	fields = append(fields, b1, b2, req.Attempt, int(req.Class))
 	for _, c := range req.Charges {
-		n = n.add(c)
+		fields = append(fields, c)
 	}
-	n = n.add(ttl.Microseconds()).add(deadline).addBool(req.Book).add(since)
-	return &op{ctx: ctx, kind: "r", call: req.Call, nums: n, sig: sig, charges: req.Charges, onAbandon: func(o *op) {
+	fields = append(fields, leaseTTL(req).Microseconds(), deadline, boolArg(req.Book), since, sig)
+	return &op{ctx: ctx, code: opReserve, call: req.Call, fields: fields, sig: sig, onAbandon: func(o *op) {
 		// The caller gave up after its request was sent: give back a grant
 		// or a booked ticket.
 		res, _, err := parseReserve(o.res, o.h, req)
@@ -81,29 +77,13 @@ func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Reques
 	}}
 }
 
-// parseReserve reads a reserve's result (see lua/ops.lua).
+// parseReserve reads a reserve's result (see lua/ops.lua). room reports that
+// a grant left room for another call.
 func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservation, bool, error) {
 	res := capacity.Reservation{Now: h.now}
 	room := false
-	kind := r.str()
-	if len(kind) == 3 && kind[0] == 'g' {
-		// A fresh grant: room and probe flags; the lease is the request's,
-		// its mark the grant history the batch followed.
-		if kind[1] > '1' || kind[1] < '0' || kind[2] > '1' || kind[2] < '0' || len(r.granted) != capacity.NumDimensions || h.now.IsZero() {
-			return capacity.Reservation{}, false, fmt.Errorf("%w: reserve: malformed grant %q", ErrBadReply, kind)
-		}
-		res.Granted = true
-		res.Probe = kind[2] == '1'
-		res.Lease = capacity.Lease{
-			ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
-			Charges: req.Charges, Class: req.Class, GrantedAt: h.now, Expires: h.now.Add(leaseTTL(req)),
-			Mark: capacity.Mark{Valid: true},
-		}
-		copy(res.Lease.Mark.Granted[:], r.granted)
-		return res, kind[1] == '1', nil
-	}
-	switch kind {
-	case "G": // a stored lease: a repeat or a claimed ticket
+	switch kind := r.str(); kind {
+	case "G":
 		res.Granted = true
 		room = r.int() == 1
 		res.Probe = r.int() == 1
@@ -112,7 +92,7 @@ func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservatio
 		res.Reason = capacity.DenyReason(r.int())
 		res.Binding = capacity.Dimension(r.int())
 		res.RetryAt = r.time()
-		res.Booked = r.int() != 0 // 2: booked now
+		res.Booked = r.int() != 0
 		if res.Reason == capacity.DenyBlocked {
 			res.Block = r.block()
 		}
@@ -137,31 +117,6 @@ func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservatio
 		return capacity.Reservation{}, false, r.err
 	}
 	return res, room, nil
-}
-
-// mark reads a lease's grant history (integers: sums of charges).
-func (r *reply) mark() capacity.Mark {
-	m := capacity.Mark{Valid: true}
-	for d := range m.Granted {
-		m.Granted[d] = float64(r.int())
-	}
-	return m
-}
-
-// lease reads a stored lease: attempt, class, granted at, expires, charges
-// x7, grant history x7.
-func (r *reply) lease(sc capacity.Scope, call string) capacity.Lease {
-	le := capacity.Lease{Call: call, Scope: sc}
-	le.Attempt = int(r.int())
-	le.Class = capacity.Class(r.int())
-	le.GrantedAt = r.time()
-	le.Expires = r.time()
-	for d := range le.Charges {
-		le.Charges[d] = r.int()
-	}
-	le.Mark = r.mark()
-	le.ID = capacity.LeaseID(call, le.Attempt)
-	return le
 }
 
 // block reads a block: reason, until, credential, detail, half-open,

@@ -16,17 +16,17 @@ import (
 // its state has not expired. It scans (SCAN, on every master of a cluster),
 // so it is for operators and tools, not for the admission path.
 func (s *Store) Scopes(ctx context.Context) ([]capacity.Scope, error) {
-	match := "{" + s.opts.Prefix + ":*}:s:*"
+	match := "{" + s.opts.Prefix + ":*}" + stateInfix + "*"
 	seen := map[string]capacity.Scope{}
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
-			i := strings.Index(key, "}:s:")
+			i := strings.Index(key, "}"+stateInfix)
 			if i < 0 {
 				continue
 			}
-			sc, err := capacity.ParseScopeKey(key[i+len("}:s:"):])
+			sc, err := capacity.ParseScopeKey(key[i+1+len(stateInfix):])
 			if err != nil {
 				continue // not a scope key of ours
 			}

@@ -21,7 +21,7 @@ func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snaps
 	}
 	k := s.keysFor(sc)
 	b1, b2 := s.knownBounds(k)
-	r, h, err := s.run(ctx, "snapshot", scriptSnapshot, k, s.commonArgs(k, b1, b2, 0))
+	r, h, err := s.run(ctx, "snapshot", s.scripts.snapshot, k, s.commonArgs(k, b1, b2, 0))
 	if err != nil {
 		return capacity.Snapshot{}, err
 	}
@@ -60,10 +60,7 @@ func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snaps
 	tickets := r.sub()
 	for tickets.more() {
 		e := tickets.sub()
-		tk := capacity.Ticket{Call: e.str(), At: e.time(), Expires: e.time(), Class: capacity.Class(e.int())}
-		for d := range tk.Charges {
-			tk.Charges[d] = e.int()
-		}
+		tk := e.ticket(e.str())
 		tickets.check(e)
 		snap.Tickets = append(snap.Tickets, tk)
 	}

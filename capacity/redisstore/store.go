@@ -27,6 +27,9 @@ type Store struct {
 	rdb  redis.UniversalClient
 	opts Options
 	id   string // this instance, in release messages, so it ignores its own
+	// scripts are the Lua scripts it runs: this version's (tests of
+	// upgrades run an earlier version's).
+	scripts *scripts
 
 	keyCache   sync.Map // capacity.Scope -> *scopeKeys
 	limitCache sync.Map // capacity.Limits -> signature
@@ -63,7 +66,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("redisstore: instance id: %w", err)
 	}
-	s := &Store{rdb: rdb, opts: o, id: hex.EncodeToString(id[:])}
+	s := &Store{rdb: rdb, opts: o, id: hex.EncodeToString(id[:]), scripts: current}
 	s.notify = newNotifier(s)
 	if o.OnUnavailable == FallbackLocal {
 		s.fallback = newFallback(o)

@@ -19,6 +19,6 @@ local b = {tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), ton
 local cur = redis.call('GET', KEYS[1])
 if cur and b[2] <= cmsgpack.unpack(cur)[2] then return NOW end
 local stop = b[2]
-if b[4] > 0 then stop = stop + b[4] + $HALF_OPEN_MEMORY end
-redis.call('SET', KEYS[1], cmsgpack.pack(b), 'PX', math.ceil(math.max(0, stop - NOW) / 1000) + $SLACK_MS)
+if b[4] > 0 then stop = stop + b[4] + HALF_OPEN_MEMORY end
+redis.call('SET', KEYS[1], cmsgpack.pack(b), 'PX', math.ceil(math.max(0, stop - NOW) / 1000) + SLACK / 1000)
 return NOW

@@ -16,5 +16,5 @@ local c, e = tonumber(v[1]) or 0, tonumber(v[2]) or 0
 if NOW >= e then c = 0 end
 c = c + 1
 redis.call('HSET', KEYS[1], 'c', c, 'e', NOW + TTL)
-redis.call('PEXPIRE', KEYS[1], math.ceil(TTL / 1000) + $SLACK_MS)
+redis.call('PEXPIRE', KEYS[1], math.ceil(TTL / 1000) + SLACK / 1000)
 return c

@@ -1,25 +1,25 @@
 -- release.lua: Store.Release (MemoryStore.Release). An empty lease id
 -- releases the call's ticket, refunding the booked capacity.
 -- ARGV from 6: call, lease id.
--- Reply: {'ok' | 'none', now, epoch, reset, freed}
+-- Reply: header('ok' | 'none')
 
 local CALL, ID = ARGV[6], ARGV[7]
 
-if not load(false) then return {'none', NOW, EP, RESET, FREED} end
+if not load(false) then return header('none') end
 advance()
 if ID == '' then
   local tk = unbook(CALL)
   if tk then
-    refund(tk, 3)
-    publish()
+    refund(tk.charge)
+    wake()
   end
 else
-  local le = get_lease(CALL)
-  if le and CALL .. '#' .. le[1] == ID then
-    drop_lease(CALL)
-    refund(le, 4)
-    publish()
+  local le = getLease(CALL)
+  if le and CALL .. '#' .. le.attempt == ID then
+    dropLease(CALL)
+    refund(le.charge)
+    wake()
   end
 end
 save()
-return {'ok', NOW, EP, RESET, FREED}
+return header('ok')

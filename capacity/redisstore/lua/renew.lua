@@ -1,18 +1,20 @@
 -- renew.lua: Store.Renew (MemoryStore.Renew).
--- ARGV from 6: call, lease id, ttl.
--- Reply: {'G', now, epoch, reset, freed, lease x18} or {'none', now, epoch, reset, freed}
+-- ARGV from 6: call, lease id, ttl (µs).
+-- Reply: header('G') and the lease's record line, or header('none').
 
 local CALL, ID, TTL = ARGV[6], ARGV[7], tonumber(ARGV[8])
 
-if not load(false) then return {'none', NOW, EP, RESET, FREED} end
+if not load(false) then return header('none') end
 advance()
-local le = get_lease(CALL)
-if not le or CALL .. '#' .. le[1] ~= ID then
+local le = getLease(CALL)
+if not le or CALL .. '#' .. le.attempt ~= ID then
   save()
-  return {'none', NOW, EP, RESET, FREED}
+  return header('none')
 end
-le[4] = NOW + TTL
-put_lease(CALL, le)
-note_expiry(le[4], $NE)
+le.expires = NOW + TTL
+putLease(CALL, le)
+noteExpiry(le.expires, 'next_lease_expiry')
 save()
-return append_lease({'G', NOW, EP, RESET, FREED}, le)
+local out = header('G')
+out[#out + 1] = encodeRecord(le, LEASE_FIELDS)
+return out

@@ -1,46 +1,39 @@
--- snapshot.lua: Store.Snapshot. Blocks are as append_block writes them,
--- each in its own array (empty for none).
--- Reply: {'ok' | 'none', now, epoch, reset, freed, credential block,
+-- snapshot.lua: Store.Snapshot (memScope.snapshot). Blocks are as
+-- blockReply writes them, each in its own array (empty for none).
+-- Reply: header('ok' | 'none'), credential block, then with 'ok': limits
 --   signature, day end, budgets x7 {limited, rate, capacity}, levels x7,
---   leases {{call, lease x18}...}, tickets {{call, ticket x10}...},
---   scope block}
+--   leases {{call, record line}...}, tickets {{call, record line}...},
+--   scope block.
 
-local function cred()
-  if CB and CB[2] > NOW then return append_block({}, CB) end
+local function credentialBlock()
+  if CB and CB[2] > NOW then return blockReply(CB) end
   return {}
 end
 
-if not load(false) then return {'none', NOW, EP, RESET, FREED, cred()} end
+if not load(false) then
+  local out = header('none')
+  out[6] = credentialBlock()
+  return out
+end
 advance()
 save()
-local out = {'ok', NOW, EP, RESET, FREED, cred(), S[$SIG], S[$DE]}
-local bud, lv = {}, {}
-for d = 1, $ND do
-  local c = S[$CAP + d]
-  bud[d] = {c > 0 and 1 or 0, fstr(d <= $NB and S[$RATE + d] or 0), fstr(c)}
+local out = header('ok')
+out[6], out[7], out[8] = credentialBlock(), S.limits, S.day_end
+local budget, level = {}, {}
+for d = 1, ND do
+  local cap = S.capacity[d]
+  budget[d] = {cap > 0 and 1 or 0, fmt(S.rate[d]), fmt(cap)}
+  level[d] = fmt(cap - S.leases) -- in flight: the free slots
+  if d <= NB then level[d] = fmt(S.level[d]) end
+  if d == REQUESTS_PER_DAY or d == TOKENS_PER_DAY then level[d] = fmt(cap - S.day_used[d]) end
 end
-for d = 1, $NB do lv[d] = fstr(S[$LV + d]) end
-lv[5] = fstr(S[$CAP + 5] - S[$DU + 1])
-lv[6] = fstr(S[$CAP + 6] - S[$DU + 2])
-lv[7] = fstr(S[$CAP + 7] - S[$NL])
-out[9], out[10] = bud, lv
+out[9], out[10] = budget, level
 local leases, tickets = {}, {}
-if S[$NL] > 0 then
-  local all = call('HGETALL', KEYS[$K_LEASES])
-  for i = 1, #all, 2 do leases[#leases + 1] = append_lease({all[i]}, decode_lease(all[i + 1])) end
-end
-if S[$NT] > 0 then
-  local all = call('HGETALL', KEYS[$K_TICKETS])
-  for i = 1, #all, 2 do
-    local r, t = {all[i]}, mp_unpack(all[i + 1])
-    for j = 1, 10 do r[1 + j] = t[j] end
-    tickets[#tickets + 1] = r
-  end
+for c, le in pairs(allLeases()) do leases[#leases + 1] = {c, encodeRecord(le, LEASE_FIELDS)} end
+if S.tickets > 0 then
+  local all = call('HGETALL', KEYS[K_TICKETS])
+  for i = 1, #all, 2 do tickets[#tickets + 1] = {all[i], all[i + 1]} end
 end
 out[11], out[12] = leases, tickets
-if S[$BLK] == 1 and S[$BLK + 2] > NOW then
-  out[13] = append_block({})
-else
-  out[13] = {}
-end
+out[13] = activeBlock() and blockReply() or {}
 return out

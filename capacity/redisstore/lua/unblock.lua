@@ -1,11 +1,11 @@
 -- unblock.lua: Store.Unblock on one scope: its block is lifted and its
 -- waiters told.
--- Reply: {'ok' | 'none', now, epoch, reset, freed}
+-- Reply: header('ok' | 'none')
 
-if not load(false) then return {'none', NOW, EP, RESET, FREED} end
-if S[$BLK] == 1 then
-  S[$BLK], S[$BLK + 1], S[$BLK + 2], S[$BLK + 3], S[$BLK + 4], S[$BLK + 5] = 0, 0, 0, '', 0, 0
-  publish()
+if not load(false) then return header('none') end
+if S.block_until > 0 then
+  S.block_reason, S.block_until, S.block_detail, S.block_half_open, S.block_probing = 0, 0, '', 0, 0
+  wake()
 end
 save()
-return {'ok', NOW, EP, RESET, FREED}
+return header('ok')

@@ -1,0 +1,194 @@
+package redisstore
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// lua/constants.lua is generated from luaConstants: the one table of the
+// values the scripts share with Go. TestLuaConstants fails when the file
+// and the table differ; `go generate` (or the test with -update) rewrites it.
+//
+//go:generate go test -run ^TestLuaConstants$ -update .
+
+// stateFormat is the format of a scope's stored state. The format only grows:
+// fields are added, never renamed, reused or given another meaning, so a
+// worker of the next version reads the state of the previous one and an
+// older worker ignores the fields it does not know (see doc.go, Upgrades).
+// A state of another format is refused with an error, never guessed at.
+const stateFormat = 3
+
+// scriptVersion names this version of the scripts; each saved state records
+// the version that wrote it (the written_by field), so an operator sees a
+// rolling deploy with HGETALL. Change it with every change to the scripts.
+const scriptVersion = "3.1"
+
+// Operation codes of a batch (lua/ops.lua): each operation is its code, its
+// call, then a fixed number of fields.
+const (
+	opReserve = 1
+	opSettle  = 2
+	opObserve = 3
+)
+
+// The number of fields of each operation, after its code and its call.
+const (
+	reserveFields = 16 // day boundary, next boundary, attempt, class, charges x7, ttl, deadline, book, since, limits signature
+	settleFields  = 10 // day boundary, next boundary, attempt, final minus reserved x7
+	observeFields = 23 // day boundary, next boundary, per bucket: has limit, limit, has remaining, remaining; mark valid, mark x4
+)
+
+// Field names of a stored lease and ticket (a line of name=value pairs, a
+// per-dimension field once per dimension as name.dimension).
+const (
+	fieldAttempt   = "attempt"
+	fieldClass     = "class"
+	fieldGrantedAt = "granted_at"
+	fieldExpires   = "expires"
+	fieldCharge    = "charge"
+	fieldMark      = "mark"
+	fieldAt        = "at"
+)
+
+// A record field holds a number, or one number per dimension.
+const (
+	kindNumber    = "number"
+	kindDimension = "dimension"
+)
+
+// recordField is one field of a stored lease or ticket.
+type recordField struct{ name, kind string }
+
+// leaseFields and ticketFields are the stored records, in the order written.
+var (
+	leaseFields = []recordField{
+		{fieldAttempt, kindNumber}, {fieldClass, kindNumber}, {fieldGrantedAt, kindNumber},
+		{fieldExpires, kindNumber}, {fieldCharge, kindDimension}, {fieldMark, kindDimension},
+	}
+	ticketFields = []recordField{
+		{fieldAt, kindNumber}, {fieldExpires, kindNumber}, {fieldClass, kindNumber}, {fieldCharge, kindDimension},
+	}
+)
+
+// luaConstant is one constant of lua/constants.lua.
+type luaConstant struct {
+	name  string
+	value any // int, int64, float64, string, []string, map[int]int, map[int]string, []recordField
+	doc   string
+}
+
+// luaConstants returns every constant of lua/constants.lua, in order.
+func luaConstants() []luaConstant {
+	dims := make([]string, capacity.NumDimensions)
+	for _, d := range capacity.Dimensions() {
+		dims[d] = d.String()
+	}
+	classNames, classRanks := map[int]string{}, map[int]int{}
+	for _, c := range capacity.Classes() {
+		classNames[int(c)], classRanks[int(c)] = c.String(), c.Rank()
+	}
+	return []luaConstant{
+		{"STATE_FORMAT", stateFormat, "the format of a stored scope state (constants.go: stateFormat)"},
+		{"SCRIPT_VERSION", scriptVersion, "this version of the scripts (constants.go: scriptVersion)"},
+		{"NB", int(capacity.Tokens) + 1, "per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)"},
+		{"ND", capacity.NumDimensions, "every dimension: 1 .. ND"},
+		{"REQUESTS_PER_DAY", int(capacity.RequestsPerDay) + 1, "the per-day counters"},
+		{"TOKENS_PER_DAY", int(capacity.TokensPerDay) + 1, ""},
+		{"IN_FLIGHT", int(capacity.InFlight) + 1, "the in-flight slots"},
+		{"DIMENSIONS", dims, "dimension names by index (capacity.Dimension.String)"},
+		{"NCLASSES", len(capacity.Classes()), "classes: 0 .. NCLASSES - 1 (capacity.Class)"},
+		{"CLASS_NAMES", classNames, "class names (capacity.Class.String)"},
+		{"CLASS_RANKS", classRanks, "class ranks (capacity.Class.Rank): a higher rank may borrow what lower ranks booked"},
+		{"STANDARD", int(capacity.Standard), ""},
+		{"INTERACTIVE", int(capacity.Interactive), ""},
+		{"BULK", int(capacity.Bulk), ""},
+		{"EPSILON", 1e-6, "absorbs float error when a refilled level meets a charge (capacity's epsilon)"},
+		{"DEFAULT_MARGIN", capacity.DefaultSafetyMargin, "capacity.DefaultSafetyMargin"},
+		{"DEFAULT_BURST", capacity.DefaultBurst.Seconds(), "capacity.DefaultBurst, in seconds"},
+		{"SLACK", slack.Microseconds(), "every key outlives the moment it stops mattering by this much (µs)"},
+		{"LOWERED_LIMIT_MEMORY", LoweredLimitMemory.Microseconds(), "LoweredLimitMemory (µs)"},
+		{"HALF_OPEN_MEMORY", HalfOpenMemory.Microseconds(), "HalfOpenMemory (µs)"},
+		{"DENY_CAPACITY", int(capacity.DenyCapacity), "capacity.DenyReason"},
+		{"DENY_BLOCKED", int(capacity.DenyBlocked), ""},
+		{"DENY_DEADLINE", int(capacity.DenyDeadline), ""},
+		{"DENY_DAILY_QUOTA", int(capacity.DenyDailyQuota), ""},
+		{"DENY_TICKET", int(capacity.DenyTicket), ""},
+		{"OP_RESERVE", opReserve, "operation codes of a batch (constants.go)"},
+		{"OP_SETTLE", opSettle, ""},
+		{"OP_OBSERVE", opObserve, ""},
+		{"OP_FIELDS", map[int]int{opReserve: reserveFields, opSettle: settleFields, opObserve: observeFields}, "fields of each operation after its code and call"},
+		{"K_EPOCH", keyEpoch + 1, "KEYS of a scope script (keys.go)"},
+		{"K_CRED_BLOCK", keyCredBlock + 1, ""},
+		{"K_STATE", keyState + 1, ""},
+		{"K_LEASES", keyLeases + 1, ""},
+		{"K_TICKETS", keyTickets + 1, ""},
+		{"K_TICKET_EXPIRIES", keyTicketExp + 1, ""},
+		{"K_TICKET_TIMES", keyTicketAt + 1, ""},
+		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
+		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},
+	}
+}
+
+// renderLuaConstants returns lua/constants.lua as generated from
+// luaConstants.
+func renderLuaConstants() string {
+	var b strings.Builder
+	b.WriteString("-- Code generated from constants.go (luaConstants) by `go generate`; DO NOT EDIT.\n")
+	b.WriteString("-- TestLuaConstants fails when this file and the Go table differ.\n\n")
+	for _, c := range luaConstants() {
+		if c.doc != "" {
+			fmt.Fprintf(&b, "-- %s\n", c.doc)
+		}
+		fmt.Fprintf(&b, "local %s = %s\n", c.name, luaValue(c.value))
+	}
+	return b.String()
+}
+
+// luaValue writes v as a Lua literal.
+func luaValue(v any) string {
+	switch v := v.(type) {
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case string:
+		return strconv.Quote(v)
+	case []string:
+		parts := make([]string, len(v))
+		for i, s := range v {
+			parts[i] = strconv.Quote(s)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case map[int]int:
+		return luaMap(v, strconv.Itoa, strconv.Itoa)
+	case map[int]string:
+		return luaMap(v, strconv.Itoa, strconv.Quote)
+	case []recordField:
+		parts := make([]string, len(v))
+		for i, f := range v {
+			parts[i] = "{" + strconv.Quote(f.name) + ", " + strconv.Quote(f.kind) + "}"
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	panic(fmt.Sprintf("redisstore: no Lua literal for %T", v))
+}
+
+// luaMap writes m as a Lua table constructor, keys in order.
+func luaMap[K int, V any](m map[K]V, key func(K) string, val func(V) string) string {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = "[" + key(k) + "] = " + val(m[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}

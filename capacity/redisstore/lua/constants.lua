@@ -1,0 +1,63 @@
+-- Code generated from constants.go (luaConstants) by `go generate`; DO NOT EDIT.
+-- TestLuaConstants fails when this file and the Go table differ.
+
+-- the format of a stored scope state (constants.go: stateFormat)
+local STATE_FORMAT = 3
+-- this version of the scripts (constants.go: scriptVersion)
+local SCRIPT_VERSION = "3.1"
+-- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
+local NB = 4
+-- every dimension: 1 .. ND
+local ND = 7
+-- the per-day counters
+local REQUESTS_PER_DAY = 5
+local TOKENS_PER_DAY = 6
+-- the in-flight slots
+local IN_FLIGHT = 7
+-- dimension names by index (capacity.Dimension.String)
+local DIMENSIONS = {"requests", "input_tokens", "output_tokens", "tokens", "requests_per_day", "tokens_per_day", "in_flight"}
+-- classes: 0 .. NCLASSES - 1 (capacity.Class)
+local NCLASSES = 3
+-- class names (capacity.Class.String)
+local CLASS_NAMES = {[0] = "standard", [1] = "interactive", [2] = "bulk"}
+-- class ranks (capacity.Class.Rank): a higher rank may borrow what lower ranks booked
+local CLASS_RANKS = {[0] = 1, [1] = 2, [2] = 0}
+local STANDARD = 0
+local INTERACTIVE = 1
+local BULK = 2
+-- absorbs float error when a refilled level meets a charge (capacity's epsilon)
+local EPSILON = 1e-06
+-- capacity.DefaultSafetyMargin
+local DEFAULT_MARGIN = 0.95
+-- capacity.DefaultBurst, in seconds
+local DEFAULT_BURST = 5
+-- every key outlives the moment it stops mattering by this much (µs)
+local SLACK = 1000000
+-- LoweredLimitMemory (µs)
+local LOWERED_LIMIT_MEMORY = 3600000000
+-- HalfOpenMemory (µs)
+local HALF_OPEN_MEMORY = 86400000000
+-- capacity.DenyReason
+local DENY_CAPACITY = 1
+local DENY_BLOCKED = 2
+local DENY_DEADLINE = 3
+local DENY_DAILY_QUOTA = 4
+local DENY_TICKET = 5
+-- operation codes of a batch (constants.go)
+local OP_RESERVE = 1
+local OP_SETTLE = 2
+local OP_OBSERVE = 3
+-- fields of each operation after its code and call
+local OP_FIELDS = {[1] = 16, [2] = 10, [3] = 23}
+-- KEYS of a scope script (keys.go)
+local K_EPOCH = 1
+local K_CRED_BLOCK = 2
+local K_STATE = 3
+local K_LEASES = 4
+local K_TICKETS = 5
+local K_TICKET_EXPIRIES = 6
+local K_TICKET_TIMES = 7
+-- a stored lease (constants.go: leaseFields)
+local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}}
+-- a stored ticket (constants.go: ticketFields)
+local TICKET_FIELDS = {{"at", "number"}, {"expires", "number"}, {"class", "number"}, {"charge", "dimension"}}

@@ -1,0 +1,468 @@
+-- state.lua: a scope's state, how it is stored, and the rules that change
+-- it. Every scope script is constants.lua, this file and the script's own
+-- file, run as one chunk (scripts.go).
+--
+-- The rules are a transcription of capacity/memscope.go, function by
+-- function under the same names: read that file first. The differential
+-- test (TestMatchesMemoryStore) drives both through the same random
+-- operations and requires the same answers. What only Redis needs (loading
+-- and saving, key lifetimes, release messages) is marked "Redis only".
+--
+-- Times are integer microseconds of the store's clock (Redis TIME). A
+-- dimension d is 1-based here (capacity.Dimension + 1); a class c is
+-- capacity.Class (0-based).
+--
+-- KEYS: K_EPOCH .. K_TICKET_TIMES (constants.lua, keys.go).
+-- ARGV: 1 now ('' = Redis TIME), 2 store instance id, 3 release channel,
+--       4 day boundary, 5 the boundary after it ('' = unknown); the
+--       script's own arguments follow from 6.
+
+local call = redis.call
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+
+local NOW
+if ARGV[1] ~= '' then
+  NOW = tonumber(ARGV[1])
+else
+  local t = call('TIME')
+  NOW = t[1] * 1000000 + t[2]
+end
+local INSTANCE, CHANNEL = ARGV[2], ARGV[3]
+local BOUND1, BOUND2 = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
+
+-- S is the scope's state; EPOCH and CB the credential's epoch token and
+-- block ({reason, until, detail, half open, probing}, msgpack).
+local S, EPOCH, CB
+local LOADED = false -- the state existed before this script
+local SAVED = {} -- each stored field as loaded, to write only what changed
+-- Reported to Go in every reply's header.
+local RESET, FREED, PUBLISHED = 0, 0, false
+
+-- fmt writes a number so that tonumber reads back the same double.
+local function fmt(x) return string.format('%.17g', x) end
+
+-- Records ---------------------------------------------------------------
+
+-- A record is a table whose fields are listed by a schema: {name, kind}
+-- with kind 'string', 'number', 'bucket' (a number per per-minute
+-- dimension), 'dimension' (a number per dimension) or 'class_bucket' (a
+-- number per class and per-minute dimension). Stored, each number is a
+-- name=value pair: name, name.requests, name.standard.requests. A stored
+-- name the schema does not list is ignored, and one it lists but the store
+-- lacks reads as 0 or '': the formats only grow.
+
+-- paths lists, for each stored name of schema, where its value lives:
+-- {stored name, field, index, index}.
+local function paths(schema)
+  local out = {}
+  for _, f in ipairs(schema) do
+    local name, kind = f[1], f[2]
+    if kind == 'string' or kind == 'number' then
+      out[#out + 1] = {name, name}
+    elseif kind == 'class_bucket' then
+      for c = 0, NCLASSES - 1 do
+        for d = 1, NB do
+          out[#out + 1] = {name .. '.' .. CLASS_NAMES[c] .. '.' .. DIMENSIONS[d], name, c, d}
+        end
+      end
+    else
+      local last = kind == 'bucket' and NB or ND
+      for d = 1, last do out[#out + 1] = {name .. '.' .. DIMENSIONS[d], name, d} end
+    end
+  end
+  return out
+end
+
+-- newRecord returns a record of schema with every field zero ('' for a
+-- string).
+local function newRecord(schema)
+  local r = {}
+  for _, f in ipairs(schema) do
+    local name, kind = f[1], f[2]
+    if kind == 'string' then
+      r[name] = ''
+    elseif kind == 'number' then
+      r[name] = 0
+    elseif kind == 'class_bucket' then
+      r[name] = {}
+      for c = 0, NCLASSES - 1 do
+        r[name][c] = {}
+        for d = 1, NB do r[name][c][d] = 0 end
+      end
+    else
+      r[name] = {}
+      for d = 1, ND do r[name][d] = 0 end
+    end
+  end
+  return r
+end
+
+local function getPath(r, p)
+  if p[4] then return r[p[2]][p[3]][p[4]] end
+  if p[3] then return r[p[2]][p[3]] end
+  return r[p[2]]
+end
+
+local function setPath(r, p, v)
+  if p[4] then
+    r[p[2]][p[3]][p[4]] = v
+  elseif p[3] then
+    r[p[2]][p[3]] = v
+  else
+    r[p[2]] = v
+  end
+end
+
+-- stored is a record field's value as stored.
+local function stored(v)
+  if type(v) == 'string' then return v end
+  return fmt(v)
+end
+
+-- parse is a stored value as the record holds it: a string field as is, a
+-- number field as a number (0 if unreadable).
+local function parse(current, v)
+  if type(current) == 'string' then return v end
+  return tonumber(v) or 0
+end
+
+-- encodeRecord writes a lease or a ticket as one line of name=value pairs.
+local function encodeRecord(r, schema)
+  local out = {}
+  for _, p in ipairs(paths(schema)) do out[#out + 1] = p[1] .. '=' .. stored(getPath(r, p)) end
+  return table.concat(out, ' ')
+end
+
+-- decodeRecord reads a line that encodeRecord wrote.
+local function decodeRecord(line, schema)
+  local r, byName = newRecord(schema), {}
+  for _, p in ipairs(paths(schema)) do byName[p[1]] = p end
+  for name, v in string.gmatch(line, '(%S+)=(%S+)') do
+    local p = byName[name]
+    if p then setPath(r, p, parse(getPath(r, p), v)) end
+  end
+  return r
+end
+
+-- The state ---------------------------------------------------------------
+
+-- STATE_SCHEMA is the scope's state, stored as a Redis hash of these names
+-- (HGETALL shows it). Add fields at the end; never rename or reuse one.
+local STATE_SCHEMA = {
+  {'format', 'number'}, -- STATE_FORMAT
+  {'epoch', 'string'}, -- the credential epoch this state belongs to
+  {'limits', 'string'}, -- signature of the installed limits ('': none yet)
+  {'limit', 'dimension'}, -- the configured limits
+  {'margin', 'number'}, {'burst', 'number'}, {'token_burst', 'number'},
+  {'standard_floor', 'number'}, {'bulk_floor', 'number'},
+  {'aging_after', 'number'}, -- µs (0: no aging)
+  {'lowered', 'bucket'}, -- provider-reported limits below the configured ones
+  {'lowered_until', 'number'}, -- Redis only: when a lowering is forgotten
+  {'level', 'bucket'}, -- what a new call may take (memScope.level)
+  {'booked', 'bucket'}, -- held by tickets (memScope.booked)
+  {'booked_by', 'class_bucket'}, -- booked split by the tickets' class
+  {'last', 'number'}, -- when the levels were last refilled
+  {'day_used', 'dimension'}, -- used today (requests_per_day, tokens_per_day)
+  {'day_end', 'number'}, -- end of the day window (0: pending)
+  {'granted', 'dimension'}, -- the grant history (Mark)
+  {'leases', 'number'}, -- live leases
+  {'tickets', 'number'}, -- booked tickets
+  {'next_lease_expiry', 'number'}, -- lower bound (0: none)
+  {'next_ticket_expiry', 'number'}, -- exact (0: none)
+  {'last_expiry', 'number'}, -- upper bound of every lease and ticket expiry
+  {'lease_key_expiry', 'number'}, -- Redis only: the lease key's expiry
+  {'ticket_key_expiry', 'number'}, -- Redis only: the ticket keys' expiry
+  {'notify_until', 'number'}, -- Redis only: releases are announced until then (wake)
+  {'block_reason', 'number'}, {'block_until', 'number'}, {'block_detail', 'string'},
+  {'block_half_open', 'number'}, {'block_probing', 'number'},
+  {'written_by', 'string'}, -- SCRIPT_VERSION of the script that last saved it (3.1)
+}
+local STATE_PATHS = paths(STATE_SCHEMA)
+
+-- budgets derives each dimension's capacity and refill rate from the
+-- limits (Limits.Budgets); capacity 0 is unlimited. lim is the limit of
+-- each dimension.
+local function budgets(lim)
+  local m, burst = S.margin, S.burst
+  if m == 0 then m = DEFAULT_MARGIN end
+  if burst == 0 then burst = DEFAULT_BURST end
+  local capacity, rate = {}, {}
+  for d = 1, ND do
+    capacity[d], rate[d] = 0, 0
+    if lim[d] > 0 then
+      if d <= NB then
+        rate[d] = lim[d] * m / 60
+        capacity[d] = max(1, floor(rate[d] * burst))
+        if d ~= 1 and S.token_burst > capacity[d] then capacity[d] = S.token_burst end
+      elseif d < IN_FLIGHT then
+        capacity[d] = max(1, floor(lim[d] * m))
+      else
+        capacity[d] = lim[d]
+      end
+    end
+  end
+  return capacity, rate
+end
+
+-- recompute derives the effective budgets from the limits and what the
+-- provider reported. Capacity and rate are derived, never stored.
+local function recompute()
+  local lim = {}
+  for d = 1, ND do
+    lim[d] = S.limit[d]
+    local lo = d <= NB and S.lowered[d] or 0
+    if lo > 0 and (lim[d] == 0 or lo < lim[d]) then lim[d] = lo end
+  end
+  S.capacity, S.rate = budgets(lim)
+end
+
+-- load reads the credential's epoch and block and the scope's state (Redis
+-- only). State of another epoch outlived a data loss and is dropped. A
+-- missing state is created, unless create is false: then load returns
+-- false.
+local function load(create)
+  local v = call('MGET', KEYS[K_EPOCH], KEYS[K_CRED_BLOCK])
+  EPOCH = v[1]
+  if not EPOCH then
+    local t = call('TIME')
+    EPOCH = t[1] .. string.format('%06d', t[2])
+    call('SET', KEYS[K_EPOCH], EPOCH)
+    RESET = 1
+  end
+  if v[2] then CB = cmsgpack.unpack(v[2]) end
+  local all = call('HGETALL', KEYS[K_STATE])
+  if #all > 0 then
+    S = newRecord(STATE_SCHEMA)
+    local byName = {}
+    for _, p in ipairs(STATE_PATHS) do byName[p[1]] = p end
+    for i = 1, #all, 2 do
+      local p = byName[all[i]]
+      if p then
+        setPath(S, p, parse(getPath(S, p), all[i + 1]))
+        SAVED[all[i]] = all[i + 1]
+      end
+    end
+    if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
+    if S.epoch ~= EPOCH then
+      S, SAVED, RESET = nil, {}, 1
+      call('DEL', KEYS[K_STATE])
+    end
+  end
+  if S then
+    LOADED = true
+    recompute()
+    return true
+  end
+  if not create then return false end
+  call('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES])
+  S = newRecord(STATE_SCHEMA)
+  S.format, S.epoch = STATE_FORMAT, EPOCH
+  recompute()
+  return true
+end
+
+-- wake tells every worker's waiters that capacity may have come back
+-- (Redis only: a release message). A waiter listens only after a denial
+-- that a release may end, and only until the RetryAt it was given, so
+-- nothing is published after the latest such RetryAt (deny).
+local function wake()
+  if not PUBLISHED and NOW <= S.notify_until then
+    PUBLISHED = true
+    call('SPUBLISH', CHANNEL, INSTANCE)
+  end
+end
+
+-- Leases ------------------------------------------------------------------
+
+-- Leases live in a hash (call -> encoded lease), read and written through a
+-- cache: LEASES[call] is the lease, or false for none; DIRTY lists the
+-- calls to write when the script saves.
+local LEASES, DIRTY = {}, {}
+-- Whether this script gave the lease or ticket keys their first entry
+-- (they then need a TTL: see save).
+local NEW_LEASE_KEY, NEW_TICKET_KEY = false, false
+
+local function getLease(c)
+  local le = LEASES[c]
+  if le == nil then
+    local v = S.leases > 0 and call('HGET', KEYS[K_LEASES], c)
+    le = v and decodeRecord(v, LEASE_FIELDS) or false
+    LEASES[c] = le
+  end
+  return le or nil
+end
+
+local function putLease(c, le)
+  LEASES[c], DIRTY[c] = le, true
+end
+
+-- dropLease removes c's lease: its slot comes back.
+local function dropLease(c)
+  if getLease(c) then
+    LEASES[c], DIRTY[c] = false, true
+    S.leases = S.leases - 1
+  end
+end
+
+-- flushLeases writes the leases changed since the last flush (Redis only).
+local function flushLeases()
+  local set, del = {}, {}
+  for c in pairs(DIRTY) do
+    if LEASES[c] then
+      set[#set + 1] = c
+      set[#set + 1] = encodeRecord(LEASES[c], LEASE_FIELDS)
+    else
+      del[#del + 1] = c
+    end
+  end
+  DIRTY = {}
+  for i = 1, #set, 1000 do call('HSET', KEYS[K_LEASES], unpack(set, i, min(i + 999, #set))) end
+  for i = 1, #del, 1000 do call('HDEL', KEYS[K_LEASES], unpack(del, i, min(i + 999, #del))) end
+end
+
+-- allLeases returns every stored lease by call.
+local function allLeases()
+  flushLeases()
+  local out = {}
+  if S.leases == 0 then return out end
+  local all = call('HGETALL', KEYS[K_LEASES])
+  for i = 1, #all, 2 do out[all[i]] = decodeRecord(all[i + 1], LEASE_FIELDS) end
+  return out
+end
+
+-- noteExpiry records a lease's or ticket's expiry t in field, a lower
+-- bound of the next expiry of its kind.
+local function noteExpiry(t, field)
+  if S[field] == 0 or t < S[field] then S[field] = t end
+  if t > S.last_expiry then S.last_expiry = t end
+end
+
+-- grantLease makes the lease of call with charges c. A fresh grant charges
+-- c (charge is defined below); a claimed ticket was charged at booking.
+local charge
+local function grantLease(c, fresh, req)
+  if fresh then charge(c) end
+  local le = newRecord(LEASE_FIELDS)
+  le.attempt, le.class, le.granted_at, le.expires = req.attempt, req.class, NOW, NOW + req.ttl
+  for d = 1, ND do le.charge[d], le.mark[d] = c[d], S.granted[d] end
+  putLease(req.call, le)
+  if S.leases == 0 then NEW_LEASE_KEY = true end
+  S.leases = S.leases + 1
+  noteExpiry(le.expires, 'next_lease_expiry')
+  return le
+end
+
+-- Tickets -------------------------------------------------------------------
+
+local function getTicket(c)
+  if S.tickets == 0 then return nil end
+  local v = call('HGET', KEYS[K_TICKETS], c)
+  return v and decodeRecord(v, TICKET_FIELDS) or nil
+end
+
+local function putTicket(c, tk)
+  call('HSET', KEYS[K_TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
+  call('ZADD', KEYS[K_TICKET_EXPIRIES], tk.expires, c)
+  call('ZADD', KEYS[K_TICKET_TIMES], tk.at, c)
+  noteExpiry(tk.expires, 'next_ticket_expiry')
+end
+
+-- book takes a ticket's charges now and holds them until the ticket is
+-- claimed, lapses or is released.
+local function book(c, tk)
+  charge(tk.charge)
+  for d = 1, NB do
+    S.booked[d] = S.booked[d] + tk.charge[d]
+    S.booked_by[tk.class][d] = S.booked_by[tk.class][d] + tk.charge[d]
+  end
+  putTicket(c, tk)
+  if S.tickets == 0 then NEW_TICKET_KEY = true end
+  S.tickets = S.tickets + 1
+end
+
+-- unbook drops c's ticket (claimed, lapsed or released) and returns it.
+-- With no ticket left, booked is exactly zero.
+local function unbook(c)
+  local tk = getTicket(c)
+  if not tk then return nil end
+  call('HDEL', KEYS[K_TICKETS], c)
+  call('ZREM', KEYS[K_TICKET_EXPIRIES], c)
+  call('ZREM', KEYS[K_TICKET_TIMES], c)
+  S.tickets = S.tickets - 1
+  for d = 1, NB do
+    S.booked[d] = max(0, S.booked[d] - tk.charge[d])
+    S.booked_by[tk.class][d] = max(0, S.booked_by[tk.class][d] - tk.charge[d])
+    if S.tickets == 0 then
+      S.booked[d] = 0
+      for k = 0, NCLASSES - 1 do S.booked_by[k][d] = 0 end
+    end
+  end
+  return tk
+end
+
+-- Saving ------------------------------------------------------------------
+
+-- stateExpiry is when the scope's state stops mattering (Redis only): every
+-- bucket full again, the day window over if a daily budget counted, every
+-- lease expired and ticket lapsed, the block and a lowered limit forgotten.
+local function stateExpiry()
+  local t = NOW
+  for d = 1, NB do
+    local cap, lv = S.capacity[d], S.level[d]
+    if cap > 0 and lv < cap then t = max(t, NOW + ceil((cap - lv) / S.rate[d] * 1e6)) end
+  end
+  for d = REQUESTS_PER_DAY, TOKENS_PER_DAY do
+    if S.day_used[d] > 0 and S.capacity[d] > 0 then
+      local e = S.day_end
+      if e == 0 then e = NOW + 86400000000 end
+      t = max(t, e)
+    end
+  end
+  t = max(t, S.last_expiry, S.lowered_until)
+  if S.block_until > 0 then
+    local e = S.block_until
+    if S.block_half_open > 0 then e = e + S.block_half_open + HALF_OPEN_MEMORY end
+    t = max(t, e)
+  end
+  return t
+end
+
+-- save writes the leases and the fields of the state that changed, and
+-- gives each key its TTL (Redis only). The lease and ticket keys live past
+-- the latest expiry; their TTL is moved whenever a later one arrives.
+local function save()
+  flushLeases()
+  if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
+    S.lease_key_expiry = S.last_expiry + SLACK
+    call('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
+  end
+  if NEW_TICKET_KEY or (S.tickets > 0 and S.last_expiry > S.ticket_key_expiry) then
+    S.ticket_key_expiry = S.last_expiry + SLACK
+    local ttl = ceil((S.ticket_key_expiry - NOW) / 1000)
+    for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do call('PEXPIRE', KEYS[k], ttl) end
+  end
+  S.written_by = SCRIPT_VERSION
+  local changed = {}
+  for _, p in ipairs(STATE_PATHS) do
+    local v = stored(getPath(S, p))
+    if SAVED[p[1]] ~= v then
+      changed[#changed + 1] = p[1]
+      changed[#changed + 1] = v
+      SAVED[p[1]] = v
+    end
+  end
+  if #changed > 0 then call('HSET', KEYS[K_STATE], unpack(changed)) end
+  call('PEXPIRE', KEYS[K_STATE], ceil((stateExpiry() - NOW + SLACK) / 1000))
+end
+
+-- header is the start of every reply: kind, now, epoch, reset, freed.
+local function header(kind)
+  return {kind, NOW, EPOCH, RESET, FREED}
+end
+
+-- blockReply is a block for Go: reason, until, credential, detail, half
+-- open, probing. cb is a credential block; without it, the scope's.
+local function blockReply(cb)
+  if cb then return {cb[1], cb[2], 1, cb[3], cb[4], cb[5]} end
+  return {S.block_reason, S.block_until, 0, S.block_detail, S.block_half_open, S.block_probing}
+end

@@ -1,0 +1,298 @@
+-- ops.lua: a batch of Reserve, Settle and Observe operations on one scope,
+-- decided one after the other exactly as if each ran alone
+-- (MemoryStore.Reserve, Settle and Observe in capacity/memstore.go, whose
+-- function names these keep): concurrent calls of one store share a round
+-- trip, and the state is read and written once.
+--
+-- ARGV from 6: ticket grace (µs), the limits signature of the batch's
+-- reserves, then the operations, each its code, its call ('' for an
+-- observe) and OP_FIELDS[code] fields (constants.go):
+--   OP_RESERVE: day boundary, next boundary, attempt, class, charges x7,
+--       ttl, deadline (0: none), book (0/1), since (0: none), limits
+--       signature ('': the batch's)
+--   OP_SETTLE: day boundary, next boundary, attempt (0: matches no lease),
+--       final charges minus reserved x7
+--   OP_OBSERVE: day boundary, next boundary, for each bucket: has limit,
+--       limit, has remaining, remaining; mark valid, mark x4
+-- Reply: header('B'), then one result per operation.
+-- A reserve's result:
+--   {'G', room, probe, lease}       granted: a new lease, a repeat or a
+--                                   claimed ticket (lease: its record line)
+--   {'d', reason, binding, retry at, booked[, block x6 if blocked]}
+--                                   booked: 0, or 1 (holds a ticket)
+--   {'x', dimension, charge, capacity}  too large, never queued
+--   {'s', live attempt}             an older attempt than the live lease's
+-- A settle's: 'ok', or 'gone' when the scope's state did not exist.
+-- An observe's: 'ok'.
+
+local GRACE = tonumber(ARGV[6])
+local BATCH_LIMITS = ARGV[7]
+
+-- deny returns a denial; blk is the block in force ({} for none). Releases
+-- are announced until retry: the caller may wait that long.
+local function deny(reason, binding, retry, booked, blk)
+  S.notify_until = max(S.notify_until, retry)
+  local r = {'d', reason, binding, retry, booked and 1 or 0}
+  for _, v in ipairs(blk or {}) do r[#r + 1] = v end
+  return r
+end
+
+-- granted returns a grant of lease le: room is 1 when another call could
+-- plausibly be granted now, so a woken waiter passes the wake-up on.
+local function granted(le, probe)
+  local room = slotFree(0)
+  for d = 1, NB do
+    if S.capacity[d] > 0 and S.level[d] < 1 then room = false end
+  end
+  return {'G', room and 1 or 0, probe and 1 or 0, encodeRecord(le, LEASE_FIELDS)}
+end
+
+-- claimProbe claims the probe of the scope's and its credential's due
+-- half-open blocks, holding the others off for the half-open time. It
+-- returns whether it claimed one and how to undo the scope's claim. The
+-- credential's claim is written only on a grant (claimCredentialProbe).
+local function claimProbe()
+  local undo, probe = nil, false
+  if S.block_half_open > 0 and S.block_until > 0 and S.block_until <= NOW then
+    undo = {S.block_until, S.block_probing}
+    S.block_until, S.block_probing = NOW + S.block_half_open, 1
+    probe = true
+  end
+  if CB and CB[4] > 0 and CB[2] <= NOW then probe = true end
+  return probe, undo
+end
+
+local function undoProbe(undo)
+  if undo then S.block_until, S.block_probing = undo[1], undo[2] end
+end
+
+local function claimCredentialProbe()
+  if CB and CB[4] > 0 and CB[2] <= NOW then
+    CB = {CB[1], NOW + CB[4], CB[3], CB[4], 1}
+    local stop = CB[2] + CB[4] + HALF_OPEN_MEMORY
+    call('SET', KEYS[K_CRED_BLOCK], cmsgpack.pack(CB), 'PX', ceil((stop - NOW + SLACK) / 1000))
+  end
+end
+
+-- claimTicket decides a call that holds ticket tk: it claims it at its
+-- time without competing again.
+local function claimTicket(req, tk)
+  if NOW < tk.at then return deny(DENY_TICKET, 0, tk.at, true) end
+  local fl = classFloor(effectiveClass(tk.class, req.since))
+  local w = ticketShortfall(tk, fl)
+  if w > 0 then
+    -- A higher class borrowed this ticket's capacity: it moves later.
+    tk.at, tk.expires = NOW + w, NOW + w + GRACE
+    putTicket(req.call, tk)
+    return deny(DENY_TICKET, 0, tk.at, true)
+  end
+  if not slotFree(fl) then return deny(DENY_CAPACITY, IN_FLIGHT - 1, nextSlotAt(), true) end
+  unbook(req.call)
+  return grantLease(tk.charge, false, req)
+end
+
+-- dailyDenial returns the denial of a call that does not fit today's
+-- counters (a spent day is not booked: it resets at its boundary), or nil.
+-- A large call may use a fresh day.
+local function dailyDenial(req, fl)
+  for d = REQUESTS_PER_DAY, TOKENS_PER_DAY do
+    local cap, x = S.capacity[d], req.charges[d]
+    if cap > 0 then
+      local allowance = max(cap - floor(fl * cap), x)
+      if S.day_used[d] + x > allowance + EPSILON then
+        return deny(DENY_DAILY_QUOTA, d - 1, S.day_end, false)
+      end
+    end
+  end
+  return nil
+end
+
+-- bucketWait returns how long the call must wait for the per-minute
+-- buckets (the longest wait binds) and the binding dimension (0-based, -1:
+-- none).
+local function bucketWait(req, class, fl)
+  local wait, binding = 0, -1
+  for d = 1, NB do
+    local c = req.charges[d]
+    if S.capacity[d] > 0 and c ~= 0 then
+      local w = fitWait(d, c, fl, borrowable(d, class))
+      if w > 0 and (w > wait or binding < 0) then wait, binding = w, d - 1 end
+    end
+  end
+  return wait, binding
+end
+
+-- admit decides a request that no block stops.
+local function admit(req)
+  local tk = getTicket(req.call)
+  if tk then return claimTicket(req, tk) end
+
+  -- The class's floor: the part of every budget it may not consume.
+  local class = effectiveClass(req.class, req.since)
+  local fl = classFloor(class)
+  local daily = dailyDenial(req, fl)
+  if daily then return daily end
+
+  local wait, binding = bucketWait(req, class, fl)
+  if binding < 0 and slotFree(fl) then return grantLease(req.charges, true, req) end
+
+  local retry = NOW + wait
+  if binding < 0 then binding, retry = IN_FLIGHT - 1, nextSlotAt() end
+  if req.deadline > 0 and retry > req.deadline then return deny(DENY_DEADLINE, binding, retry, false) end
+  if req.book and binding ~= IN_FLIGHT - 1 then
+    -- Book the future capacity now (x/time/rate's Reserve): the bucket
+    -- goes negative, so later callers queue behind this one.
+    local t = newRecord(TICKET_FIELDS)
+    t.at, t.expires, t.class = retry, retry + GRACE, req.class
+    for d = 1, ND do t.charge[d] = req.charges[d] end
+    book(req.call, t)
+    return deny(DENY_CAPACITY, binding, retry, true)
+  end
+  return deny(DENY_CAPACITY, binding, retry, false)
+end
+
+-- blockDenial returns the denial of a blocked scope, or nil: the scope's
+-- block and its credential's; the later end binds.
+local function blockDenial()
+  local cb = CB and CB[2] > NOW and CB
+  if activeBlock() then
+    if cb and cb[2] > S.block_until then return deny(DENY_BLOCKED, 0, cb[2], false, blockReply(cb)) end
+    return deny(DENY_BLOCKED, 0, S.block_until, false, blockReply())
+  end
+  if cb then return deny(DENY_BLOCKED, 0, cb[2], false, blockReply(cb)) end
+  return nil
+end
+
+-- reserve decides one request (MemoryStore.Reserve).
+local function reserve(req)
+  setLimits(req.limits)
+  advance()
+  -- A demand that can never fit is refused, never queued.
+  for d = 1, ND do
+    local cap = S.capacity[d]
+    if cap > 0 and req.charges[d] > cap then return {'x', d - 1, req.charges[d], fmt(cap)} end
+  end
+  -- Idempotency and attempt supersession.
+  local le = getLease(req.call)
+  if le then
+    if le.attempt == req.attempt then return {'G', 0, 0, encodeRecord(le, LEASE_FIELDS)} end
+    if le.attempt > req.attempt then return {'s', le.attempt} end
+    dropLease(req.call) -- its tokens stay spent
+  end
+  local blocked = blockDenial()
+  if blocked then return blocked end
+  -- A half-open block that has run out lets exactly one call through.
+  local probe, undo = claimProbe()
+  local res = admit(req)
+  if res[1] == 'd' then
+    undoProbe(undo)
+    return res
+  end
+  if probe then claimCredentialProbe() end
+  return granted(res, probe)
+end
+
+-- settle ends a lease with its final charges (MemoryStore.Settle): delta is
+-- final minus reserved. On a scope whose state did not exist it does
+-- nothing.
+local function settle(c, attempt, delta)
+  if not LOADED then return 'gone' end
+  advance()
+  local le = getLease(c)
+  if le and le.attempt == attempt then
+    dropLease(c)
+  else
+    -- The lease expired: its reservation stays spent; only debt applies.
+    for d = 1, ND do delta[d] = max(delta[d], 0) end
+  end
+  charge(delta)
+  wake()
+  return 'ok'
+end
+
+-- numbers reads n numeric fields from ARGV[i].
+local function numbers(i, n)
+  local v = {}
+  for j = 0, n - 1 do v[j + 1] = tonumber(ARGV[i + j]) end
+  return v
+end
+
+-- reserveOp reads the reserve at ARGV[i] (its fields).
+local function reserveOp(c, i)
+  local f = numbers(i, OP_FIELDS[OP_RESERVE] - 1)
+  local req = {
+    call = c, attempt = f[3], class = f[4], charges = {},
+    ttl = f[12], deadline = f[13], book = f[14] == 1, since = f[15],
+    limits = ARGV[i + 15],
+  }
+  for d = 1, ND do req.charges[d] = f[4 + d] end
+  if req.limits == '' then req.limits = BATCH_LIMITS end
+  BOUND1, BOUND2 = f[1], f[2]
+  return req
+end
+
+-- observeOp reads the observation at ARGV[i] (its fields).
+local function observeOp(i)
+  local f = numbers(i, OP_FIELDS[OP_OBSERVE])
+  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = f[19] == 1, mark = {}}
+  for d = 1, NB do
+    local j = 2 + (d - 1) * 4
+    o.hasLimit[d], o.limit[d] = f[j + 1] == 1, f[j + 2]
+    o.hasRemaining[d], o.remaining[d] = f[j + 3] == 1, f[j + 4]
+    o.mark[d] = f[19 + d]
+  end
+  BOUND1, BOUND2 = f[1], f[2]
+  return o
+end
+
+-- run decides the operation with code at ARGV[i] and returns its result.
+local function run(code, c, i)
+  if code == OP_RESERVE then
+    local res = reserve(reserveOp(c, i))
+    LOADED = true
+    return res
+  end
+  if code == OP_SETTLE then
+    local f = numbers(i, OP_FIELDS[OP_SETTLE])
+    BOUND1, BOUND2 = f[1], f[2]
+    return settle(c, f[3], {f[4], f[5], f[6], f[7], f[8], f[9], f[10]})
+  end
+  advance()
+  observe(observeOp(i))
+  LOADED = true
+  return 'ok'
+end
+
+-- One pass checks the operations; a reserve or an observe creates the
+-- scope's state.
+local create, i = false, 8
+while ARGV[i] do
+  local code = tonumber(ARGV[i])
+  if not OP_FIELDS[code] or not ARGV[i + 1 + OP_FIELDS[code]] then
+    return redis.error_reply('tollgate: malformed operation at argument ' .. i)
+  end
+  create = create or code ~= OP_SETTLE
+  i = i + 2 + OP_FIELDS[code]
+end
+
+if not load(create) then
+  -- Nothing to settle: the scope's state is gone (expired or lost).
+  local out = header('B')
+  i = 8
+  while ARGV[i] do
+    out[#out + 1] = 'gone'
+    i = i + 2 + OP_FIELDS[tonumber(ARGV[i])]
+  end
+  return out
+end
+local results = {}
+i = 8
+while ARGV[i] do
+  local code = tonumber(ARGV[i])
+  results[#results + 1] = run(code, ARGV[i + 1], i + 2)
+  i = i + 2 + OP_FIELDS[code]
+end
+save()
+local out = header('B')
+for _, r in ipairs(results) do out[#out + 1] = r end
+return out

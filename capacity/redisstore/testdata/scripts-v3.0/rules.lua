@@ -1,0 +1,308 @@
+-- rules.lua: the admission rules on a scope's state (state.lua), each a
+-- transcription of the function of capacity/memscope.go or
+-- capacity/limits.go with the same name.
+
+-- Budgets -------------------------------------------------------------------
+
+-- charge takes c from every budget (c may be negative: a refund, capped at
+-- capacity) and records it in the grant history.
+charge = function(c)
+  for d = 1, NB do
+    if c[d] ~= 0 and S.capacity[d] > 0 then
+      S.level[d] = min(S.capacity[d] - S.booked[d], S.level[d] - c[d])
+    end
+  end
+  for d = REQUESTS_PER_DAY, TOKENS_PER_DAY do
+    if S.capacity[d] > 0 then S.day_used[d] = max(0, S.day_used[d] + c[d]) end
+  end
+  for d = 1, ND do
+    if c[d] > 0 then S.granted[d] = S.granted[d] + c[d] end
+  end
+end
+
+-- refund gives back charges c but the in-flight slot.
+local function refund(c)
+  local neg = {}
+  for d = 1, ND do neg[d] = -c[d] end
+  neg[IN_FLIGHT] = 0
+  charge(neg)
+end
+
+-- classRules reports whether the limits rank classes (floors set): only
+-- then may a call borrow what lower classes booked.
+local function classRules() return S.standard_floor > 0 or S.bulk_floor > 0 end
+
+-- floor of a class: the fraction of every budget it may not consume
+-- (Limits.floor).
+local function classFloor(c)
+  if c == STANDARD then return S.standard_floor end
+  if c == BULK then return S.bulk_floor end
+  return 0
+end
+
+-- classIndex maps a class out of range to Standard (capacity.classIndex).
+local function classIndex(c)
+  if c < 0 or c >= NCLASSES then return STANDARD end
+  return c
+end
+
+-- effectiveClass is c lifted one class for each aging_after waited since
+-- since (0: never) (Limits.effectiveClass).
+local function effectiveClass(c, since)
+  if S.aging_after <= 0 or since == 0 or c == INTERACTIVE then return c end
+  local waited = NOW - since
+  while waited >= S.aging_after and c ~= INTERACTIVE do
+    if c == BULK then c = STANDARD else c = INTERACTIVE end
+    waited = waited - S.aging_after
+  end
+  return c
+end
+
+-- borrowable is what a call of class c may take, in bucket d, from the
+-- capacity that lower classes booked: their tickets are late by as much.
+local function borrowable(d, c)
+  if not classRules() then return 0 end
+  local sum = 0
+  for lower = 0, NCLASSES - 1 do
+    if CLASS_RANKS[lower] < CLASS_RANKS[classIndex(c)] then sum = sum + S.booked_by[lower][d] end
+  end
+  return sum
+end
+
+-- slotFree reports whether a call whose class may not consume fl (a
+-- fraction) of the in-flight slots finds one free.
+local function slotFree(fl)
+  local cap = S.capacity[IN_FLIGHT]
+  return cap == 0 or S.leases < cap - floor(fl * cap)
+end
+
+-- waitFor is how long (µs) a bucket refilling at rate takes to gain need:
+-- in nanoseconds first, as Go's time.Duration, then up to the microsecond.
+local function waitFor(need, rate)
+  return ceil(ceil(need / rate * 1e9) / 1000)
+end
+
+-- nextBoundary is the first day boundary after NOW that Go passed, or 0
+-- when it passed none (the window's end is then pending).
+local function nextBoundary()
+  if BOUND1 > NOW then return BOUND1 end
+  if BOUND2 > NOW then return BOUND2 end
+  return 0
+end
+
+-- setLimits installs the limits of signature sig (limits.go) unless they
+-- are installed. A new scope starts each bucket at its burst capacity; a
+-- changed limit keeps levels, clamped to the new capacity.
+local function setLimits(sig)
+  if S.limits == sig then return end
+  -- format|rpm|itpm|otpm|tpm|rpd|tpd|inflight|burst ns|burst s|token burst|
+  -- margin|zone|offset|zone offset|standard floor|bulk floor|aging ns
+  local f = {}
+  for v in string.gmatch(sig .. '|', '([^|]*)|') do f[#f + 1] = v end
+  for d = 1, ND do S.limit[d] = tonumber(f[1 + d]) end
+  S.burst, S.token_burst, S.margin = tonumber(f[10]), tonumber(f[11]), tonumber(f[12])
+  S.standard_floor, S.bulk_floor, S.aging_after = tonumber(f[16]), tonumber(f[17]), tonumber(f[18]) / 1000
+  local first = S.limits == ''
+  S.limits = sig
+  recompute()
+  if first then
+    S.last = NOW
+    for d = 1, NB do S.level[d] = S.capacity[d] end
+    S.day_end = nextBoundary()
+    return
+  end
+  for d = 1, NB do
+    if S.capacity[d] > 0 then S.level[d] = min(S.level[d], S.capacity[d]) end
+  end
+end
+
+-- reclaimLeases drops expired leases (their slots come back, their tokens
+-- stay spent), recounts the live ones and returns the earliest live expiry
+-- (0: none), which becomes the exact next expiry.
+local function reclaimLeases()
+  local first, dead, all = 0, 0, allLeases()
+  S.leases = 0
+  for c, le in pairs(all) do
+    if le.expires <= NOW then
+      LEASES[c], DIRTY[c] = false, true
+      dead = dead + 1
+    else
+      S.leases = S.leases + 1
+      if first == 0 or le.expires < first then first = le.expires end
+    end
+  end
+  S.next_lease_expiry = first
+  if dead > 0 then
+    FREED = FREED + dead
+    wake()
+  end
+  return first
+end
+
+-- reclaimTickets drops lapsed tickets: their capacity stays spent, except
+-- under class rules, where a due ticket's claim checks the provider's
+-- bucket (level + booked): the lapsed charge never reached the provider,
+-- so it goes back.
+local function reclaimTickets()
+  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '-inf', NOW)) do
+    local tk = unbook(c)
+    if tk and classRules() then refund(tk.charge) end
+  end
+  -- Counted from the sorted set: keys that expired leave no trace.
+  S.tickets = call('ZCARD', KEYS[K_TICKET_EXPIRIES])
+  if S.tickets == 0 then
+    for d = 1, NB do
+      S.booked[d] = 0
+      for k = 0, NCLASSES - 1 do S.booked_by[k][d] = 0 end
+    end
+  end
+  local first = call('ZRANGE', KEYS[K_TICKET_EXPIRIES], 0, 0, 'WITHSCORES')
+  S.next_ticket_expiry = tonumber(first[2]) or 0
+end
+
+-- advance refills the buckets to NOW, rolls the day window and reclaims
+-- expired leases and lapsed tickets. Time never runs backwards here.
+local function advance()
+  if S.limits == '' then return end
+  -- Elapsed seconds as Go's Duration.Seconds computes them (whole seconds
+  -- plus nanoseconds / 1e9), so both stores refill to the same bit.
+  local us = NOW - S.last
+  if us > 0 then
+    local sec = floor(us / 1e6)
+    local dt = sec + (us - sec * 1e6) * 1000 / 1e9
+    for d = 1, NB do
+      local top = S.capacity[d] - S.booked[d]
+      if S.capacity[d] > 0 and S.level[d] < top then S.level[d] = min(top, S.level[d] + S.rate[d] * dt) end
+    end
+    S.last = NOW
+  end
+  if S.day_end == 0 or NOW >= S.day_end then
+    if S.day_end ~= 0 then S.day_used[REQUESTS_PER_DAY], S.day_used[TOKENS_PER_DAY] = 0, 0 end
+    S.day_end = nextBoundary()
+  end
+  if S.next_lease_expiry ~= 0 and NOW >= S.next_lease_expiry then reclaimLeases() end
+  if S.next_ticket_expiry ~= 0 and NOW >= S.next_ticket_expiry then reclaimTickets() end
+end
+
+-- activeBlock reports whether the scope's own block is in force.
+local function activeBlock() return S.block_until > NOW end
+
+-- nextSlotAt is the latest time a slot frees without any settle: the
+-- earliest live lease expiry.
+local function nextSlotAt()
+  local t = reclaimLeases()
+  if t == 0 then return NOW end
+  return t
+end
+
+-- lastTicketAt is the time of the latest ticket that charges bucket d (0:
+-- none).
+local function lastTicketAt(d)
+  local start = 0
+  while true do
+    local ids = call('ZREVRANGE', KEYS[K_TICKET_TIMES], start, start + 15, 'WITHSCORES')
+    if #ids == 0 then return 0 end
+    for j = 1, #ids, 2 do
+      local tk = getTicket(ids[j])
+      if tk and tk.charge[d] > 0 then return tonumber(ids[j + 1]) end
+    end
+    start = start + 16
+  end
+end
+
+-- fitWait returns how long (µs) until charge c fits in bucket d with no
+-- other traffic, leaving fl (a fraction of the bucket) untouched and
+-- borrowing borrow from lower classes' tickets — or, for a charge larger
+-- than the rest of the bucket, until the bucket is full. While tickets
+-- hold part of the bucket, a charge larger than the rest waits at least
+-- until the last of them is due.
+local function fitWait(d, c, fl, borrow)
+  local cap = S.capacity[d]
+  local need = min(c + fl * cap, cap) - S.level[d] - borrow
+  if need <= EPSILON then return 0 end
+  local w = waitFor(need, S.rate[d])
+  if c > cap - (S.booked[d] - borrow) + EPSILON and S.tickets > 0 then
+    w = max(w, lastTicketAt(d) - NOW)
+  end
+  return w
+end
+
+-- ticketShortfall is how long (µs) a due ticket must still wait because a
+-- higher class borrowed its capacity: the provider's bucket, level +
+-- booked, must hold its charges above its class's floor fl. Zero without
+-- class rules.
+local function ticketShortfall(tk, fl)
+  if not classRules() then return 0 end
+  local w = 0
+  for d = 1, NB do
+    local cap, c = S.capacity[d], tk.charge[d]
+    if cap > 0 and c ~= 0 then
+      local short = min(c + fl * cap, cap) - (S.level[d] + S.booked[d])
+      if short > EPSILON then w = max(w, waitFor(short, S.rate[d])) end
+    end
+  end
+  return w
+end
+
+-- inFlightCharges sums the charges of every live lease per bucket.
+local function inFlightCharges()
+  local sum = {}
+  for d = 1, NB do sum[d] = 0 end
+  for _, le in pairs(allLeases()) do
+    for d = 1, NB do sum[d] = sum[d] + le.charge[d] end
+  end
+  return sum
+end
+
+-- lowerLimits applies the limits of observation o: a reported limit below
+-- the configured one lowers it; a report at or above it lifts an earlier
+-- lowering (Redis only: a lowering is forgotten LOWERED_LIMIT_MEMORY after
+-- the last report of one).
+local function lowerLimits(o)
+  local changed, reported, lowered = false, false, false
+  for d = 1, NB do
+    if o.hasLimit[d] and o.limit[d] > 0 then
+      local cfg, was = S.limit[d], S.lowered[d]
+      if cfg == 0 or o.limit[d] < cfg then
+        reported, S.lowered[d] = true, o.limit[d]
+      else
+        S.lowered[d] = 0
+      end
+      changed = changed or S.lowered[d] ~= was
+    end
+    lowered = lowered or S.lowered[d] ~= 0
+  end
+  if not lowered then
+    S.lowered_until = 0
+  elseif reported then
+    S.lowered_until = NOW + LOWERED_LIMIT_MEMORY
+  end
+  if changed then
+    recompute()
+    for d = 1, NB do
+      if S.capacity[d] > 0 then S.level[d] = min(S.level[d], S.capacity[d]) end
+    end
+  end
+end
+
+-- observe applies a provider report: lowered limits (lowerLimits), and the
+-- level of each reported bucket becomes at most the reported remaining
+-- minus what was granted after the observed request left. Reset values
+-- are never used as rates.
+local function observe(o)
+  lowerLimits(o)
+  local inflight
+  for d = 1, NB do
+    if o.hasRemaining[d] and S.capacity[d] > 0 then
+      local since
+      if o.markValid then
+        since = max(0, S.granted[d] - o.mark[d])
+      else
+        -- Unknown send time: assume everything in flight left after it.
+        inflight = inflight or inFlightCharges()
+        since = inflight[d]
+      end
+      S.level[d] = min(S.level[d], o.remaining[d] - since)
+    end
+  end
+end

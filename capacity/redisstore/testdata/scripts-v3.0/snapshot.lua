@@ -1,0 +1,39 @@
+-- snapshot.lua: Store.Snapshot (memScope.snapshot). Blocks are as
+-- blockReply writes them, each in its own array (empty for none).
+-- Reply: header('ok' | 'none'), credential block, then with 'ok': limits
+--   signature, day end, budgets x7 {limited, rate, capacity}, levels x7,
+--   leases {{call, record line}...}, tickets {{call, record line}...},
+--   scope block.
+
+local function credentialBlock()
+  if CB and CB[2] > NOW then return blockReply(CB) end
+  return {}
+end
+
+if not load(false) then
+  local out = header('none')
+  out[6] = credentialBlock()
+  return out
+end
+advance()
+save()
+local out = header('ok')
+out[6], out[7], out[8] = credentialBlock(), S.limits, S.day_end
+local budget, level = {}, {}
+for d = 1, ND do
+  local cap = S.capacity[d]
+  budget[d] = {cap > 0 and 1 or 0, fmt(S.rate[d]), fmt(cap)}
+  level[d] = fmt(cap - S.leases) -- in flight: the free slots
+  if d <= NB then level[d] = fmt(S.level[d]) end
+  if d == REQUESTS_PER_DAY or d == TOKENS_PER_DAY then level[d] = fmt(cap - S.day_used[d]) end
+end
+out[9], out[10] = budget, level
+local leases, tickets = {}, {}
+for c, le in pairs(allLeases()) do leases[#leases + 1] = {c, encodeRecord(le, LEASE_FIELDS)} end
+if S.tickets > 0 then
+  local all = call('HGETALL', KEYS[K_TICKETS])
+  for i = 1, #all, 2 do tickets[#tickets + 1] = {all[i], all[i + 1]} end
+end
+out[11], out[12] = leases, tickets
+out[13] = activeBlock() and blockReply() or {}
+return out

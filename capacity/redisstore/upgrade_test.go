@@ -1,0 +1,153 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// previousScripts is the directory of the previous version's scripts, kept
+// as they were released. When the scripts change, copy lua/ there (after
+// the release) so the next version is tested against this one.
+const previousScripts = "testdata/scripts-v3.0"
+
+// rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
+// requests and in-flight slots limited too, and class floors.
+var rollingLimits = capacity.Limits{
+	RequestsPerMinute: 30_000,
+	TokensPerMinute:   3_600_000,
+	MaxInFlight:       12,
+	Burst:             500 * time.Millisecond,
+	SafetyMargin:      1,
+	StandardFloor:     0.1,
+	BulkFloor:         0.2,
+}
+
+// TestRollingUpgrade runs the previous version's scripts and this version's
+// on one scope at once, as workers do during a rolling deploy (and a
+// rollback): goroutines alternate between a store of each version, waiting
+// with tickets, settling with actual usage or releasing. Each version reads
+// the state, leases and tickets the other wrote, so the scope keeps one
+// budget: the conformance invariant holds over every interval across both,
+// in every bucket and the in-flight cap.
+func TestRollingUpgrade(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("3 s of traffic")
+	}
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	previous, err := loadScripts(os.DirFS(previousScripts), ".")
+	require.NoError(t, err)
+	older, err := New(rdb, Options{Prefix: prefix})
+	require.NoError(t, err)
+	older.scripts = previous
+	newer, err := New(rdb, Options{Prefix: prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
+
+	const goroutines, duration = 24, 3 * time.Second
+	deadline := time.Now().Add(duration)
+	var (
+		mu     sync.Mutex
+		leases []mpLease
+		grants [2]int // by version: older, newer
+	)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := 0; time.Now().Before(deadline); i++ {
+				v := (g + i) % 2
+				s := []*Store{older, newer}[v]
+				le, ok := rollingCall(t, s, g, i, rng)
+				if !ok {
+					continue
+				}
+				mu.Lock()
+				leases = append(leases, le)
+				grants[v]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	t.Logf("%d calls granted: %d by the previous version's scripts, %d by this version's", len(leases), grants[0], grants[1])
+	require.Positive(t, grants[0])
+	require.Positive(t, grants[1])
+	budgets := rollingLimits.Budgets()
+	events := mpEvents(leases)
+	for d := capacity.Requests; d <= capacity.Tokens; d++ {
+		if !budgets[d].Limited {
+			continue
+		}
+		worst, a, b := worstExcess(events, d, budgets[d])
+		t.Logf("conformance %-8s worst interval %v: %.0f granted, bound %.0f (%.1f%%)", d, b.Sub(a).Round(time.Millisecond), worst.sum, worst.bound, 100*worst.sum/worst.bound)
+		require.LessOrEqual(t, worst.sum, worst.bound+1e-6, "%s over its bound: two budgets?", d)
+	}
+	require.LessOrEqual(t, mpMaxInFlight(leases), int(rollingLimits.MaxInFlight))
+	from, to := events[0].at.Add(time.Second), events[len(events)-1].at.Add(-200*time.Millisecond)
+	use := mpNet(events, capacity.Tokens, from, to) / (budgets[capacity.Tokens].Rate * to.Sub(from).Seconds())
+	t.Logf("utilization of tokens: %.1f%%", 100*use)
+	require.Greater(t, use, 0.5, "the versions share the budget and use it")
+
+	// Both versions read what the other wrote.
+	for _, s := range []*Store{older, newer} {
+		snap, err := s.Snapshot(context.Background(), keysScope)
+		require.NoError(t, err)
+		require.Equal(t, rollingLimits, snap.Limits)
+	}
+}
+
+// rollingCall makes one call on s: wait for a grant (booking a ticket),
+// hold it, then settle with actual usage (under or over the reservation)
+// or, one call in ten, release it. It reports the call in Redis time.
+func rollingCall(t *testing.T, s *Store, g, i int, rng *rand.Rand) (mpLease, bool) {
+	ctx := context.Background()
+	var c capacity.Charges
+	c[capacity.Requests], c[capacity.InFlight] = 1, 1
+	c[capacity.Tokens] = 100 + rng.Int64N(900)
+	req := capacity.Request{
+		Scope: keysScope, Limits: rollingLimits, Call: fmt.Sprintf("c%d-%d", g, i), Attempt: 1,
+		Charges: c, Book: true, Class: capacity.Class(rng.IntN(3)), TTL: 10 * time.Second,
+	}
+	res, err := capacity.Wait(ctx, s, req, capacity.WaitOptions{MaxWait: 2 * time.Second})
+	require.NoError(t, err)
+	if !res.Granted {
+		_ = s.Release(ctx, capacity.Lease{Scope: keysScope, Call: req.Call})
+		return mpLease{}, false
+	}
+	time.Sleep(time.Duration(1+rng.IntN(15)) * time.Millisecond)
+	le := mpLease{granted: res.Lease.GrantedAt, reserved: c, final: c}
+	if rng.IntN(10) == 0 {
+		le.final = capacity.Charges{capacity.InFlight: 1}
+		le.settled = releaseAt(t, s, res.Lease)
+		return le, true
+	}
+	le.final[capacity.Tokens] = c[capacity.Tokens]/2 + rng.Int64N(c[capacity.Tokens])
+	at, err := s.settle(ctx, res.Lease, le.final)
+	require.NoError(t, err)
+	le.settled = at
+	return le, true
+}
+
+// releaseAt releases le as Store.Release does and returns the release's
+// Redis time.
+func releaseAt(t *testing.T, s *Store, le capacity.Lease) time.Time {
+	k := s.keysFor(le.Scope)
+	b1, b2 := s.knownBounds(k)
+	_, h, err := s.run(context.Background(), "release", s.scripts.release, k, append(s.commonArgs(k, b1, b2, 2), le.Call, le.ID))
+	require.NoError(t, err)
+	return h.now
+}
