@@ -27,7 +27,10 @@ type WaitOptions struct {
 // It sleeps until the store's computed RetryAt, or until the store (if it is a
 // Notifier) announces released capacity, whichever is first; it never polls.
 // With req.Book, the first denial books a ticket and the wait ends at the
-// ticket's time. A deadline refusal (DenyDeadline) returns at once.
+// ticket's time. While it holds a ticket for a known time (booked now, or
+// come early: DenyTicket) it sleeps until then without listening for
+// releases, which cannot bring that time forward; a due ticket waiting for an
+// in-flight slot listens. A deadline refusal (DenyDeadline) returns at once.
 //
 // It returns the granted Reservation; or the last denial, with a nil error,
 // when waiting would exceed MaxWait (a booked ticket is kept for the caller's
@@ -57,6 +60,12 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		if r.Reason == DenyDeadline {
 			stop()
 			return r, nil
+		}
+		if holdsTicket(r) {
+			// Its time is known: a release would only wake it to be told
+			// "not yet" (and take the wake-up from a caller it could help).
+			stop()
+			released, stop = nil, func() {}
 		}
 		// The store's wait (in its own clock), less the local time that
 		// passed since the request was sent: a wake-up that raced the
@@ -91,4 +100,12 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		}
 		stop()
 	}
+}
+
+// holdsTicket reports whether r tells a call that it holds a ticket granted
+// at r.RetryAt whatever is released before: a ticket booked now or not yet
+// due. A due ticket waiting for an in-flight slot (DenyCapacity on InFlight)
+// does not: a settle frees the slot.
+func holdsTicket(r Reservation) bool {
+	return r.Booked && (r.Reason == DenyTicket || r.Reason == DenyCapacity && r.Binding != InFlight)
 }

@@ -2,6 +2,8 @@ package capacity_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,4 +56,70 @@ func TestWaitCountsTimeSpentAsking(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait slept past RetryAt")
 	}
+}
+
+// listenStore counts the Reserve calls of a MemoryStore and the Released
+// channels a waiter holds.
+type listenStore struct {
+	*capacity.MemoryStore
+	reserves, listening atomic.Int64
+}
+
+func (s *listenStore) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
+	s.reserves.Add(1)
+	return s.MemoryStore.Reserve(ctx, req)
+}
+
+func (s *listenStore) Released(sc capacity.Scope) (<-chan struct{}, func()) {
+	ch, stop := s.MemoryStore.Released(sc)
+	s.listening.Add(1)
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() { s.listening.Add(-1) })
+		stop()
+	}
+}
+
+// TestWaitTicketHolderIgnoresReleases: a call that booked a ticket sleeps
+// until the ticket's time without listening for releases, so a release does
+// not make it ask again to be told "not yet".
+func TestWaitTicketHolderIgnoresReleases(t *testing.T) {
+	clock := storetest.NewClock()
+	s := &listenStore{MemoryStore: capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now})}
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "c"}
+	l := capacity.Limits{RequestsPerMinute: 60, Burst: time.Second, SafetyMargin: 1} // one a second
+	charges := capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}
+	held, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: "a", Attempt: 1, Charges: charges})
+	require.NoError(t, err)
+	require.True(t, held.Granted)
+
+	armed := clock.Armed()
+	done := make(chan capacity.Reservation, 1)
+	go func() {
+		res, err := capacity.Wait(ctx, s, capacity.Request{Scope: sc, Limits: l, Call: "b", Attempt: 1, Charges: charges, Book: true}, capacity.WaitOptions{Clock: clock})
+		assert.NoError(t, err)
+		done <- res
+	}()
+	select {
+	case <-armed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait never slept")
+	}
+	require.Zero(t, s.listening.Load(), "a ticket holder does not listen for releases")
+	armed = clock.Armed()
+	require.NoError(t, s.Settle(ctx, held.Lease, charges))
+	select {
+	case <-armed:
+		t.Fatal("a release woke the ticket holder")
+	case <-time.After(50 * time.Millisecond):
+	}
+	clock.Advance(time.Second)
+	select {
+	case res := <-done:
+		require.True(t, res.Granted)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ticket was not claimed at its time")
+	}
+	require.Equal(t, int64(3), s.reserves.Load(), "a's reserve, b's booking and b's claim")
 }

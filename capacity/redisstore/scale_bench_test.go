@@ -1,0 +1,497 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+)
+
+// Environment of the scale benchmarks.
+const (
+	// scaleEnvSeconds is the measured wall time in seconds (default 10).
+	scaleEnvSeconds = "TOLLGATE_SCALE_SECONDS"
+	// scaleEnvProcs is the number of child processes (default 8 for
+	// BenchmarkHotScope, 4 for BenchmarkManyScopes).
+	scaleEnvProcs = "TOLLGATE_SCALE_PROCS"
+	// scaleEnvCallers is the number of concurrent callers over all
+	// processes (default 1000).
+	scaleEnvCallers = "TOLLGATE_SCALE_CALLERS"
+	// scaleEnvScopes is BenchmarkManyScopes' number of scopes (default 1000).
+	scaleEnvScopes = "TOLLGATE_SCALE_SCOPES"
+	// scaleEnvServer, if set, is the Redis to measure on (host:port);
+	// else the benchmark starts a redis-server of its own, so the server's
+	// counters see only its load; else TOLLGATE_REDIS_ADDR.
+	scaleEnvServer = "TOLLGATE_SCALE_ADDR"
+)
+
+// BenchmarkHotScope measures one hot scope at scale against a real
+// redis-server, once whatever b.N (run it with -benchtime 1x): 1,000 callers
+// (TOLLGATE_SCALE_CALLERS) spread over 8 child processes
+// (TOLLGATE_SCALE_PROCS), each process with its own Store on one shared
+// prefix, share a budget of 200 grants/s (RequestsPerMinute 12,000, a
+// one-second burst). Each caller loops for 10 s (TOLLGATE_SCALE_SECONDS):
+// capacity.Wait with Book, hold 20 ms, Settle with the same charges. It
+// asserts nothing about time; it reports, over the window:
+//
+//   - grants/s: grants in the window / its length; grants/s-min and -max:
+//     the fewest and most grants in a whole one-second window after the
+//     first (the first holds the burst);
+//   - reserve-p50-us, reserve-p99-us: the duration of each Reserve call,
+//     time inside Store.Reserve (not time waiting);
+//   - reserves/grant, settles/grant: Reserve and Settle calls per grant;
+//     rt/grant: commands the clients sent per grant (every command is a
+//     round trip: batches of reserves and settles share a script call);
+//     reserve-rt/grant and settle-rt/grant split the script calls among
+//     the operations they carried;
+//   - cmds/wait/s: Redis commands per waiting call per second: every
+//     command the server ran in the window (INFO commandstats delta, the
+//     commands scripts call included) / (average number of callers inside
+//     capacity.Wait × seconds);
+//   - overhead-ops/wait/s: the waiting overhead, Reserve calls beyond each
+//     admitted call's booking reserve and claiming reserve (wake-ups, "ticket
+//     not due" retries), per waiting call per second; overhead-rt/wait/s is
+//     the same in client commands (those reserves' share of the script calls,
+//     plus every command that is not a script call: subscriptions);
+//   - redis-cpu-busy: the server's CPU (used_cpu_sys + used_cpu_user delta)
+//     / wall time.
+func BenchmarkHotScope(b *testing.B) {
+	if testing.Short() {
+		b.Skip("a multi-second multi-process run")
+	}
+	run := scaleSetup(b, "hot", 8)
+	reps, srv := run.run(b, 0)
+	var (
+		grants, extra, waitNS, cmds, scripts, reserves, settles int64
+		lat, at                                                 []int64
+		reasons                                                 = map[string]int64{}
+	)
+	for _, r := range reps {
+		grants += int64(len(r.Grants))
+		at = append(at, r.Grants...)
+		lat = append(lat, r.ReserveNS...)
+		extra += r.Extra
+		waitNS += r.WaitNS
+		cmds += r.Commands
+		scripts += r.Scripts
+		reserves += r.Reserves
+		settles += r.Settles
+		for k, v := range r.Reasons {
+			reasons[k] += v
+		}
+	}
+	if grants == 0 {
+		b.Fatal("no grants")
+	}
+	secs := run.window.Seconds()
+	perSec := scaleWindows(at, run.start, run.window)
+	lo, hi := scaleMinMax(perSec[1:])
+	ops := reserves + settles
+	waiting := float64(waitNS) / 1e9 / secs // average callers inside Wait
+	g := float64(grants)
+	f := map[string]float64{
+		"grants/s":            g / secs,
+		"grants/s-min":        float64(lo),
+		"grants/s-max":        float64(hi),
+		"reserve-p50-us":      scalePercentile(lat, 50) / 1e3,
+		"reserve-p99-us":      scalePercentile(lat, 99) / 1e3,
+		"reserves/grant":      float64(reserves) / g,
+		"settles/grant":       float64(settles) / g,
+		"rt/grant":            float64(cmds) / g,
+		"reserve-rt/grant":    float64(scripts) * float64(reserves) / float64(ops) / g,
+		"settle-rt/grant":     float64(scripts) * float64(settles) / float64(ops) / g,
+		"cmds/wait/s":         float64(srv.commands) / (waiting * secs),
+		"overhead-ops/wait/s": float64(extra) / (waiting * secs),
+		"overhead-rt/wait/s":  (float64(scripts)*float64(extra)/float64(ops) + float64(cmds-scripts)) / (waiting * secs),
+		"redis-cpu-busy":      srv.cpu / secs,
+	}
+	for k, v := range f {
+		b.ReportMetric(v, k)
+	}
+	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget, hold %v, %.0f s on %s",
+		run.procs, run.callers/run.procs, run.callers, scaleHold, secs, run.addr)
+	b.Logf("  grants: %d = %.1f/s; per 1-s window %v (min %d, max %d after the burst window)", grants, g/secs, perSec, lo, hi)
+	b.Logf("  Reserve latency (inside Store.Reserve, %d calls): p50 %.0f µs, p99 %.0f µs", len(lat), f["reserve-p50-us"], f["reserve-p99-us"])
+	b.Logf("  per grant: %.2f reserves (%.2f beyond booking+claim), %.2f settles; %.2f client round trips (%.2f script calls: %.2f for reserves, %.2f for settles; %.1f operations per script call)",
+		f["reserves/grant"], float64(extra)/g, f["settles/grant"], f["rt/grant"], float64(scripts)/g, f["reserve-rt/grant"], f["settle-rt/grant"], float64(ops)/float64(scripts))
+	b.Logf("  denials: %v", scaleSorted(reasons))
+	b.Logf("  waiting callers: %.0f on average; server commands %d (%s): %.3f per waiting call per second; waiting overhead %.3f reserves = %.3f round trips per waiting call per second",
+		waiting, srv.commands, srv.top, f["cmds/wait/s"], f["overhead-ops/wait/s"], f["overhead-rt/wait/s"])
+	b.Logf("  Redis CPU busy: %.1f%% of one core", 100*f["redis-cpu-busy"])
+}
+
+// BenchmarkManyScopes measures many scopes at once against a real
+// redis-server, once whatever b.N (run it with -benchtime 1x): 1,000 scopes
+// (TOLLGATE_SCALE_SCOPES: 50 credentials × 20 limit groups), each allowing
+// 100 calls/s (so that the store, not the budget, bounds the rate) with a
+// one-second burst and 4 in flight, driven by 4 child
+// processes (TOLLGATE_SCALE_PROCS) of 250 goroutines each
+// (TOLLGATE_SCALE_CALLERS over all, default 1000). Every process drives every
+// scope: each goroutine cycles over its share, reserving (no booking; a
+// denied scope is skipped) and settling at once, for 10 s
+// (TOLLGATE_SCALE_SECONDS). It reports admitted calls/s, denials/s, the
+// Reserve latency, round trips per admitted call, the server's CPU busy
+// fraction and Redis memory per scope: used_memory after the run (clients
+// gone) less before, / scopes, and the MEMORY USAGE of every key of the
+// prefix / scopes.
+func BenchmarkManyScopes(b *testing.B) {
+	if testing.Short() {
+		b.Skip("a multi-second multi-process run")
+	}
+	run := scaleSetup(b, "many", 4)
+	scopes := scaleEnvInt(b, scaleEnvScopes, 1000)
+	reps, srv := run.run(b, scopes)
+	var admitted, denied, cmds, scripts, reserves, settles int64
+	var lat []int64
+	for _, r := range reps {
+		admitted += r.Admitted
+		denied += r.Denied
+		cmds += r.Commands
+		scripts += r.Scripts
+		reserves += r.Reserves
+		settles += r.Settles
+		lat = append(lat, r.ReserveNS...)
+	}
+	if admitted == 0 {
+		b.Fatal("no calls admitted")
+	}
+	secs := run.window.Seconds()
+	keys, keyBytes, one := scaleKeyMemory(b, run.rdb, run.prefix)
+	f := map[string]float64{
+		"admitted/s":          float64(admitted) / secs,
+		"denied/s":            float64(denied) / secs,
+		"reserve-p50-us":      scalePercentile(lat, 50) / 1e3,
+		"reserve-p99-us":      scalePercentile(lat, 99) / 1e3,
+		"rt/admitted":         float64(cmds) / float64(admitted),
+		"redis-cpu-busy":      srv.cpu / secs,
+		"used-memory-B/scope": float64(srv.memory) / float64(scopes),
+		"key-memory-B/scope":  float64(keyBytes) / float64(scopes),
+	}
+	for k, v := range f {
+		b.ReportMetric(v, k)
+	}
+	b.Logf("ManyScopes: %d scopes, %d processes × %d goroutines, 100 calls/s per scope, %.0f s on %s",
+		scopes, run.procs, run.callers/run.procs, secs, run.addr)
+	b.Logf("  admitted %d = %.0f/s, denied %.0f/s; Reserve p50 %.0f µs, p99 %.0f µs; %.2f client round trips per admitted call (%.2f script calls, %.1f operations each)",
+		admitted, f["admitted/s"], f["denied/s"], f["reserve-p50-us"], f["reserve-p99-us"], f["rt/admitted"], float64(scripts)/float64(admitted), float64(reserves+settles)/float64(scripts))
+	b.Logf("  Redis CPU busy %.1f%% of one core; server commands %d (%s)", 100*f["redis-cpu-busy"], srv.commands, srv.top)
+	b.Logf("  memory: used_memory +%d B = %.0f B per scope; %d keys of the prefix hold %d B (MEMORY USAGE) = %.0f B per scope; one scope: %s",
+		srv.memory, f["used-memory-B/scope"], keys, keyBytes, f["key-memory-B/scope"], one)
+}
+
+// scaleRun is one scenario: its processes, callers and window.
+type scaleRun struct {
+	role           string
+	addr, prefix   string
+	rdb            *redis.Client
+	procs, callers int
+	start          time.Time
+	window         time.Duration
+}
+
+// scaleServerFigures are the server's counters over the window.
+type scaleServerFigures struct {
+	commands int64   // every command run, scripts' commands included
+	top      string  // the most frequent commands
+	cpu      float64 // CPU seconds
+	memory   int64   // used_memory after the run (children gone) less before
+}
+
+// scaleSetup reads the environment and returns a run on a server.
+func scaleSetup(b *testing.B, role string, procs int) *scaleRun {
+	b.Helper()
+	addr := scaleAddr(b)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		b.Skip("no Redis at " + addr)
+	}
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	r := &scaleRun{
+		role: role, addr: addr, rdb: rdb, prefix: "tgscale-" + hex.EncodeToString(id[:]),
+		procs:   scaleEnvInt(b, scaleEnvProcs, procs),
+		callers: scaleEnvInt(b, scaleEnvCallers, 1000),
+		window:  time.Duration(scaleEnvInt(b, scaleEnvSeconds, 10)) * time.Second,
+	}
+	b.Cleanup(func() { scaleDeleteKeys(rdb, r.prefix) })
+	return r
+}
+
+// run starts the children, takes the server's counters at the window's
+// start and end, and returns the children's reports.
+func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigures) {
+	b.Helper()
+	ctx := context.Background()
+	mem0 := scaleInfoInt(b, r.rdb, "memory", "used_memory")
+	r.start = time.Now().Add(time.Second + time.Duration(r.procs)*50*time.Millisecond)
+	end := r.start.Add(r.window)
+	dir := b.TempDir()
+	var cmds []*exec.Cmd
+	for p := range r.procs {
+		n := r.callers / r.procs
+		if p < r.callers%r.procs {
+			n++
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestScaleChild$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(),
+			scaleEnvRole+"="+r.role, scaleEnvAddr+"="+r.addr, scaleEnvPrefix+"="+r.prefix,
+			scaleEnvProc+"="+strconv.Itoa(p), scaleEnvProcCallers+"="+strconv.Itoa(n), scaleEnvProcScopes+"="+strconv.Itoa(scopes),
+			scaleEnvStart+"="+strconv.FormatInt(r.start.UnixNano(), 10), scaleEnvEnd+"="+strconv.FormatInt(end.UnixNano(), 10),
+			scaleEnvOut+"="+filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	b.ResetTimer()
+	time.Sleep(time.Until(r.start))
+	stats0, cpu0 := scaleServerStats(b, r.rdb)
+	time.Sleep(time.Until(end))
+	stats1, cpu1 := scaleServerStats(b, r.rdb)
+	b.StopTimer()
+	for p, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("process %d: %v\n%s", p, err, cmd.Stdout)
+		}
+	}
+	var reps []scaleReport
+	for p := range r.procs {
+		raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var rep scaleReport
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			b.Fatal(err)
+		}
+		if len(rep.Errors) > 0 {
+			b.Errorf("process %d: %d errors, first: %v", p, len(rep.Errors), rep.Errors)
+		}
+		reps = append(reps, rep)
+	}
+	f := scaleServerFigures{cpu: cpu1 - cpu0}
+	type count struct {
+		name string
+		n    int64
+	}
+	var counts []count
+	for name, n := range stats1 {
+		if d := n - stats0[name]; d > 0 {
+			f.commands += d
+			counts = append(counts, count{name, d})
+		}
+	}
+	sort.Slice(counts, func(i, j int) bool { return counts[i].n > counts[j].n })
+	var top []string
+	for _, c := range counts[:min(len(counts), 6)] {
+		top = append(top, fmt.Sprintf("%s %d", c.name, c.n))
+	}
+	f.top = strings.Join(top, ", ")
+	// Let the server free what the children's connections held.
+	time.Sleep(200 * time.Millisecond)
+	_ = r.rdb.Do(ctx, "MEMORY", "PURGE").Err()
+	f.memory = scaleInfoInt(b, r.rdb, "memory", "used_memory") - mem0
+	return reps, f
+}
+
+// scaleAddr returns the Redis the scale benchmarks run on: see
+// scaleEnvServer.
+func scaleAddr(b *testing.B) string {
+	if addr := os.Getenv(scaleEnvServer); addr != "" {
+		return addr
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return testenv.RedisAddr()
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.TempDir())
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := "127.0.0.1:" + port
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	for range 100 {
+		if rdb.Ping(context.Background()).Err() == nil {
+			return addr
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatal("redis-server did not start on " + addr)
+	return ""
+}
+
+// scaleEnvInt returns the positive integer in env variable k, or def.
+func scaleEnvInt(b *testing.B, k string, def int) int {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", k, v)
+	}
+	return n
+}
+
+// scaleInfo returns the fields of INFO sections.
+func scaleInfo(b *testing.B, rdb *redis.Client, sections ...string) map[string]string {
+	info, err := rdb.Info(context.Background(), sections...).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func scaleInfoInt(b *testing.B, rdb *redis.Client, section, field string) int64 {
+	n, err := strconv.ParseInt(scaleInfo(b, rdb, section)[field], 10, 64)
+	if err != nil {
+		b.Fatalf("INFO %s %s: %v", section, field, err)
+	}
+	return n
+}
+
+// scaleServerStats returns the calls of every command so far and the
+// server's CPU seconds (user + system), from one INFO.
+func scaleServerStats(b *testing.B, rdb *redis.Client) (map[string]int64, float64) {
+	m := scaleInfo(b, rdb, "cpu", "commandstats")
+	calls := map[string]int64{}
+	var cpu float64
+	for k, v := range m {
+		switch {
+		case strings.HasPrefix(k, "cmdstat_"):
+			for _, kv := range strings.Split(v, ",") {
+				if n, ok := strings.CutPrefix(kv, "calls="); ok {
+					calls[strings.TrimPrefix(k, "cmdstat_")], _ = strconv.ParseInt(n, 10, 64)
+				}
+			}
+		case k == "used_cpu_sys" || k == "used_cpu_user":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO %s: %v", k, err)
+			}
+			cpu += f
+		}
+	}
+	return calls, cpu
+}
+
+// scaleKeyMemory returns the number of keys of prefix, the sum of their
+// MEMORY USAGE and a description of scope 0's keys.
+func scaleKeyMemory(b *testing.B, rdb *redis.Client, prefix string) (int, int64, string) {
+	ctx := context.Background()
+	var n int
+	var total int64
+	suffix := ":" + scaleManyScope(0).Key()
+	var one []string
+	var oneBytes int64
+	iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		use, err := rdb.MemoryUsage(ctx, k, 0).Result()
+		if err != nil {
+			continue // expired meanwhile
+		}
+		n++
+		total += use
+		if strings.HasSuffix(k, suffix) {
+			one = append(one, fmt.Sprintf("%s %d B", k[strings.Index(k, "}")+1:], use))
+			oneBytes += use
+		}
+	}
+	if err := iter.Err(); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(one)
+	return n, total, fmt.Sprintf("%d B in %v", oneBytes, one)
+}
+
+// scaleDeleteKeys removes every key of prefix.
+func scaleDeleteKeys(rdb *redis.Client, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	for ks := range slices.Chunk(keys, 500) {
+		_ = rdb.Del(ctx, ks...).Err()
+	}
+}
+
+// scaleWindows counts the times at (unix nanoseconds) in each whole second
+// of [start, start+window).
+func scaleWindows(at []int64, start time.Time, window time.Duration) []int {
+	per := make([]int, int(window/time.Second))
+	for _, t := range at {
+		if i := int(time.Unix(0, t).Sub(start) / time.Second); i >= 0 && i < len(per) {
+			per[i]++
+		}
+	}
+	return per
+}
+
+func scaleMinMax(v []int) (int, int) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	return slices.Min(v), slices.Max(v)
+}
+
+// scalePercentile returns the p-th percentile of v (sorting v).
+func scalePercentile(v []int64, p int) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return float64(v[min(len(v)*p/100, len(v)-1)])
+}
+
+// scaleSorted renders m sorted by key.
+func scaleSorted(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}

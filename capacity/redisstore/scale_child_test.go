@@ -1,0 +1,350 @@
+package redisstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/redisstore"
+)
+
+// Environment of a child process started by a scale benchmark.
+const (
+	scaleEnvRole        = "TOLLGATE_SCALE_ROLE" // "hot" or "many"; unset: not a child
+	scaleEnvAddr        = "TOLLGATE_SCALE_CHILD_ADDR"
+	scaleEnvPrefix      = "TOLLGATE_SCALE_PREFIX"
+	scaleEnvProc        = "TOLLGATE_SCALE_PROC"
+	scaleEnvProcCallers = "TOLLGATE_SCALE_PROC_CALLERS"
+	scaleEnvProcScopes  = "TOLLGATE_SCALE_PROC_SCOPES"
+	scaleEnvStart       = "TOLLGATE_SCALE_START" // local unix nanoseconds
+	scaleEnvEnd         = "TOLLGATE_SCALE_END"
+	scaleEnvOut         = "TOLLGATE_SCALE_OUT" // the report file
+)
+
+// scaleHold is how long a hot-scope caller holds its grant before settling.
+const scaleHold = 20 * time.Millisecond
+
+// scaleHotScope is the one scope of BenchmarkHotScope.
+var scaleHotScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "scale-hot"}
+
+// scaleHotLimits allow 200 grants/s with a one-second burst; nothing else
+// binds.
+var scaleHotLimits = capacity.Limits{RequestsPerMinute: 12000, Burst: time.Second, SafetyMargin: 1}
+
+// scaleManyLimits are each scope's budget in BenchmarkManyScopes: 100 calls/s,
+// a one-second burst, 4 in flight.
+var scaleManyLimits = capacity.Limits{RequestsPerMinute: 6000, Burst: time.Second, MaxInFlight: 4, SafetyMargin: 1}
+
+// scaleOne is one request holding one in-flight slot.
+var scaleOne = capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}
+
+// scaleManyScope returns scope i of BenchmarkManyScopes: 50 credentials of
+// 20 limit groups each.
+func scaleManyScope(i int) capacity.Scope {
+	return capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m" + strconv.Itoa(i%20), Credential: "c" + strconv.Itoa(i/20)}
+}
+
+// scaleReport is what one child process measured inside the window
+// [start, end) and reports to the parent as JSON.
+type scaleReport struct {
+	Proc int
+	// Grants are the local times (unix nanoseconds) of the grants.
+	Grants []int64
+	// Admitted and Denied count grants and denials (ManyScopes).
+	Admitted, Denied int64
+	// ReserveNS are the durations of every Reserve call started in the
+	// window: time inside Store.Reserve.
+	ReserveNS []int64
+	// Reserves and Settles count the calls started in the window; Reasons
+	// counts the denials by reason ("capacity+booked" for a denial that
+	// books or holds a ticket on a bucket).
+	Reserves, Settles int64
+	Reasons           map[string]int64
+	// Necessary counts each admitted call's booking reserve and, if it was
+	// booked, its claiming reserve (the reserves a call cannot avoid); Extra
+	// counts every other reserve: wake-ups, early tickets, retries.
+	Necessary, Extra int64
+	// WaitNS is the sum over callers of the time spent inside capacity.Wait.
+	WaitNS int64
+	// Commands and Scripts are the commands the client sent (scripts:
+	// EVALSHA and EVAL).
+	Commands, Scripts int64
+	Errors            []string
+}
+
+// scaleHook counts the commands a client sends.
+type scaleHook struct{ all, scripts atomic.Int64 }
+
+func (h *scaleHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scaleHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *scaleHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (h *scaleHook) count(cmd redis.Cmder) {
+	h.all.Add(1)
+	if n := cmd.Name(); n == "evalsha" || n == "eval" {
+		h.scripts.Add(1)
+	}
+}
+
+// scaleCaller is one caller's counters; scaleCaller.store wraps the shared
+// store to time and classify each Reserve.
+type scaleCaller struct {
+	start, end time.Time
+	rep        scaleReport
+	// The current call: reserves made and whether it was booked.
+	n      int64
+	booked bool
+}
+
+// scaleTimed is a capacity.Store (and, through the embedded store, a
+// capacity.Notifier) that records each Reserve in its caller.
+type scaleTimed struct {
+	*redisstore.Store
+	c *scaleCaller
+}
+
+func (s scaleTimed) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
+	t0 := time.Now()
+	res, err := s.Store.Reserve(ctx, req)
+	d := time.Since(t0)
+	c := s.c
+	if t0.Before(c.start) || !t0.Before(c.end) {
+		return res, err
+	}
+	c.n++
+	c.booked = c.booked || res.Booked
+	c.rep.Reserves++
+	c.rep.ReserveNS = append(c.rep.ReserveNS, d.Nanoseconds())
+	if err == nil && !res.Granted {
+		reason := res.Reason.String()
+		if res.Booked && res.Reason == capacity.DenyCapacity && res.Binding != capacity.InFlight {
+			reason += "+booked"
+		}
+		if res.Reason == capacity.DenyCapacity && res.Binding == capacity.InFlight {
+			reason += "/in_flight"
+		}
+		c.rep.Reasons[reason]++
+	}
+	return res, err
+}
+
+// endCall accounts the reserves of the call just ended: its first reserve
+// and, if it was booked and admitted, its claim are necessary.
+func (c *scaleCaller) endCall(admitted bool) {
+	need := min(c.n, 1)
+	if admitted && c.booked && c.n >= 2 {
+		need++
+	}
+	c.rep.Necessary += need
+	c.rep.Extra += c.n - need
+	c.n, c.booked = 0, false
+}
+
+// waited adds the part of [t0, t1] inside the window to the caller's wait.
+func (c *scaleCaller) waited(t0, t1 time.Time) {
+	if t1.After(c.end) {
+		t1 = c.end
+	}
+	if t1.After(t0) {
+		c.rep.WaitNS += t1.Sub(t0).Nanoseconds()
+	}
+}
+
+func (c *scaleCaller) fail(err error) {
+	if len(c.rep.Errors) < 5 {
+		c.rep.Errors = append(c.rep.Errors, err.Error())
+	}
+}
+
+// TestScaleChild is the child process of the scale benchmarks; without
+// TOLLGATE_SCALE_ROLE it is skipped.
+func TestScaleChild(t *testing.T) {
+	role := os.Getenv(scaleEnvRole)
+	if role == "" {
+		t.Skip("a child of BenchmarkHotScope and BenchmarkManyScopes")
+	}
+	num := func(k string) int64 {
+		v, err := strconv.ParseInt(os.Getenv(k), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		return v
+	}
+	proc, callers := int(num(scaleEnvProc)), int(num(scaleEnvProcCallers))
+	start, end := time.Unix(0, num(scaleEnvStart)), time.Unix(0, num(scaleEnvEnd))
+
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(scaleEnvAddr), PoolSize: 64})
+	defer rdb.Close()
+	hook := &scaleHook{}
+	rdb.AddHook(hook)
+	s, err := redisstore.New(rdb, redisstore.Options{Prefix: os.Getenv(scaleEnvPrefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	var work func(ctx context.Context, c *scaleCaller, i int)
+	switch role {
+	case "hot":
+		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, s, c, proc, i) }
+	case "many":
+		scopes := int(num(scaleEnvProcScopes))
+		work = func(ctx context.Context, c *scaleCaller, i int) {
+			scaleManyCaller(ctx, s, c, proc, i, callers, scopes)
+		}
+	default:
+		t.Fatalf("role %q", role)
+	}
+
+	time.Sleep(time.Until(start))
+	cmds0, scripts0 := hook.all.Load(), hook.scripts.Load()
+	var cmds1, scripts1 atomic.Int64
+	atEnd := time.AfterFunc(time.Until(end), func() {
+		cmds1.Store(hook.all.Load())
+		scripts1.Store(hook.scripts.Load())
+	})
+	defer atEnd.Stop()
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	cs := make([]*scaleCaller, callers)
+	var wg sync.WaitGroup
+	for i := range cs {
+		cs[i] = &scaleCaller{start: start, end: end, rep: scaleReport{Reasons: map[string]int64{}}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(ctx, cs[i], i)
+		}()
+	}
+	wg.Wait()
+	time.Sleep(time.Until(end.Add(10 * time.Millisecond))) // the end counts are taken
+
+	rep := scaleReport{Proc: proc, Reasons: map[string]int64{}, Commands: cmds1.Load() - cmds0, Scripts: scripts1.Load() - scripts0}
+	for _, c := range cs {
+		r := c.rep
+		rep.Grants = append(rep.Grants, r.Grants...)
+		rep.ReserveNS = append(rep.ReserveNS, r.ReserveNS...)
+		rep.Admitted += r.Admitted
+		rep.Denied += r.Denied
+		rep.Reserves += r.Reserves
+		rep.Settles += r.Settles
+		rep.Necessary += r.Necessary
+		rep.Extra += r.Extra
+		rep.WaitNS += r.WaitNS
+		for k, v := range r.Reasons {
+			rep.Reasons[k] += v
+		}
+		rep.Errors = append(rep.Errors, r.Errors...)
+	}
+	out, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(os.Getenv(scaleEnvOut), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scaleHotCaller loops until ctx ends: wait for a grant on the hot scope
+// (booking a ticket), hold it scaleHold, settle with the same charges.
+func scaleHotCaller(ctx context.Context, s *redisstore.Store, c *scaleCaller, proc, caller int) {
+	st := scaleTimed{Store: s, c: c}
+	for i := 0; ; i++ {
+		req := capacity.Request{
+			Scope: scaleHotScope, Limits: scaleHotLimits, Charges: scaleOne,
+			Call: fmt.Sprintf("p%d-c%d-%d", proc, caller, i), Attempt: 1, Class: capacity.Standard, Book: true,
+		}
+		t0 := time.Now()
+		res, err := capacity.Wait(ctx, st, req, capacity.WaitOptions{})
+		t1 := time.Now()
+		c.waited(t0, t1)
+		granted := err == nil && res.Granted
+		c.endCall(granted && t1.Before(c.end))
+		if !granted {
+			if ctx.Err() == nil {
+				c.fail(fmt.Errorf("wait: %v (%+v)", err, res))
+			}
+			return
+		}
+		if t1.Before(c.end) {
+			c.rep.Grants = append(c.rep.Grants, t1.UnixNano())
+		}
+		time.Sleep(scaleHold)
+		ts := time.Now()
+		if err := s.Settle(context.Background(), res.Lease, res.Lease.Charges); err != nil {
+			c.fail(fmt.Errorf("settle: %w", err))
+		}
+		if ts.Before(c.end) {
+			c.rep.Settles++
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// scaleManyCaller loops until ctx ends over its share of the scopes
+// (caller, caller + callers, ...; every process covers every scope),
+// reserving without booking and settling at once; a denied scope is
+// skipped.
+func scaleManyCaller(ctx context.Context, s *redisstore.Store, c *scaleCaller, proc, caller, callers, scopes int) {
+	st := scaleTimed{Store: s, c: c}
+	var mine []capacity.Scope
+	for j := (caller + proc) % callers; j < scopes; j += callers {
+		mine = append(mine, scaleManyScope(j))
+	}
+	if len(mine) == 0 {
+		return
+	}
+	for i := 0; ctx.Err() == nil; i++ {
+		req := capacity.Request{
+			Scope: mine[i%len(mine)], Limits: scaleManyLimits, Charges: scaleOne,
+			Call: fmt.Sprintf("p%d-c%d-%d", proc, caller, i), Attempt: 1, Class: capacity.Standard,
+		}
+		res, err := st.Reserve(ctx, req)
+		c.n, c.booked = 0, false
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				c.fail(fmt.Errorf("reserve: %w", err))
+			}
+			return
+		case !res.Granted:
+			if time.Now().Before(c.end) {
+				c.rep.Denied++
+			}
+			continue
+		}
+		ts := time.Now()
+		if err := s.Settle(context.Background(), res.Lease, res.Lease.Charges); err != nil {
+			c.fail(fmt.Errorf("settle: %w", err))
+		}
+		if ts.Before(c.end) {
+			c.rep.Admitted++
+			c.rep.Settles++
+		}
+	}
+}
