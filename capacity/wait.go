@@ -69,11 +69,17 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		}
 		// The store's wait (in its own clock), less the local time that
 		// passed since the request was sent: a wake-up that raced the
-		// answer never sleeps past RetryAt.
+		// answer never sleeps past RetryAt. A ticket holder sleeps the whole
+		// wait from the answer: the time before the store decided (a queued
+		// batch) would wake it early, to be told "not yet"; a claim a round
+		// trip late loses nothing (the ticket is held for its grace).
 		d := minSleep
 		if !r.RetryAt.IsZero() {
 			if wait := r.RetryAt.Sub(r.Now); wait > minSleep {
 				d = max(wait-clk.Now().Sub(sent), 0)
+				if holdsTicket(r) {
+					d = wait
+				}
 			}
 		}
 		if opts.MaxWait > 0 && clk.Now().Sub(start)+d > opts.MaxWait {

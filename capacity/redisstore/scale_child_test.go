@@ -64,6 +64,9 @@ type scaleReport struct {
 	// ReserveNS are the durations of every Reserve call started in the
 	// window: time inside Store.Reserve.
 	ReserveNS []int64
+	// SteadyNS are those of the calls started after the window's first
+	// second (the arrival of every caller at once).
+	SteadyNS []int64
 	// Reserves and Settles count the calls started in the window; Reasons
 	// counts the denials by reason ("capacity+booked" for a denial that
 	// books or holds a ticket on a bucket).
@@ -135,6 +138,9 @@ func (s scaleTimed) Reserve(ctx context.Context, req capacity.Request) (capacity
 	c.booked = c.booked || res.Booked
 	c.rep.Reserves++
 	c.rep.ReserveNS = append(c.rep.ReserveNS, d.Nanoseconds())
+	if t0.Sub(c.start) >= time.Second {
+		c.rep.SteadyNS = append(c.rep.SteadyNS, d.Nanoseconds())
+	}
 	if err == nil && !res.Granted {
 		reason := res.Reason.String()
 		if res.Booked && res.Reason == capacity.DenyCapacity && res.Binding != capacity.InFlight {
@@ -247,6 +253,7 @@ func TestScaleChild(t *testing.T) {
 		r := c.rep
 		rep.Grants = append(rep.Grants, r.Grants...)
 		rep.ReserveNS = append(rep.ReserveNS, r.ReserveNS...)
+		rep.SteadyNS = append(rep.SteadyNS, r.SteadyNS...)
 		rep.Admitted += r.Admitted
 		rep.Denied += r.Denied
 		rep.Reserves += r.Reserves

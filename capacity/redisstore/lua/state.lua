@@ -34,112 +34,86 @@ local BOUND1, BOUND2 = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
 -- block ({reason, until, detail, half open, probing}, msgpack).
 local S, EPOCH, CB
 local LOADED = false -- the state existed before this script
-local SAVED = {} -- each stored field as loaded, to write only what changed
+local SAVED = {} -- each stored field's value as loaded, to write only what changed
 -- Reported to Go in every reply's header.
 local RESET, FREED, PUBLISHED = 0, 0, false
 
--- fmt writes a number so that tonumber reads back the same double.
-local function fmt(x) return string.format('%.17g', x) end
+-- fmt writes a number so that tonumber reads back the same double, in
+-- the fewest of 15 or 17 significant digits (0.95, not 0.94999999999999996).
+local function fmt(x)
+  local s = string.format('%.15g', x)
+  if tonumber(s) == x then return s end
+  return string.format('%.17g', x)
+end
 
 -- Records ---------------------------------------------------------------
 
--- A record is a table whose fields are listed by a schema: {name, kind}
--- with kind 'string', 'number', 'bucket' (a number per per-minute
--- dimension), 'dimension' (a number per dimension) or 'class_bucket' (a
--- number per class and per-minute dimension). Stored, each number is a
--- name=value pair: name, name.requests, name.standard.requests. A stored
--- name the schema does not list is ignored, and one it lists but the store
--- lacks reads as 0 or '': the formats only grow.
+-- A lease or a ticket is a record: a table whose fields a schema lists
+-- (LEASE_FIELDS, TICKET_FIELDS: {name, kind}, kind 'number' or
+-- 'dimension', a number per dimension). Stored, it is one line of
+-- name=value pairs, a per-dimension field as name.requests and so on;
+-- zeros are left out. A name the schema does not list is ignored and one
+-- it lists but the line lacks reads as 0: the format only grows.
 
--- paths lists, for each stored name of schema, where its value lives:
--- {stored name, field, index, index}.
-local function paths(schema)
-  local out = {}
-  for _, f in ipairs(schema) do
-    local name, kind = f[1], f[2]
-    if kind == 'string' or kind == 'number' then
-      out[#out + 1] = {name, name}
-    elseif kind == 'class_bucket' then
-      for c = 0, NCLASSES - 1 do
-        for d = 1, NB do
-          out[#out + 1] = {name .. '.' .. CLASS_NAMES[c] .. '.' .. DIMENSIONS[d], name, c, d}
-        end
-      end
-    else
-      local last = kind == 'bucket' and NB or ND
-      for d = 1, last do out[#out + 1] = {name .. '.' .. DIMENSIONS[d], name, d} end
-    end
-  end
-  return out
-end
-
--- newRecord returns a record of schema with every field zero ('' for a
--- string).
+-- newRecord returns a record of schema with every field zero.
 local function newRecord(schema)
   local r = {}
   for _, f in ipairs(schema) do
-    local name, kind = f[1], f[2]
-    if kind == 'string' then
-      r[name] = ''
-    elseif kind == 'number' then
-      r[name] = 0
-    elseif kind == 'class_bucket' then
-      r[name] = {}
-      for c = 0, NCLASSES - 1 do
-        r[name][c] = {}
-        for d = 1, NB do r[name][c][d] = 0 end
-      end
+    if f[2] == 'dimension' then
+      r[f[1]] = {}
+      for d = 1, ND do r[f[1]][d] = 0 end
     else
-      r[name] = {}
-      for d = 1, ND do r[name][d] = 0 end
+      r[f[1]] = 0
     end
   end
   return r
 end
 
-local function getPath(r, p)
-  if p[4] then return r[p[2]][p[3]][p[4]] end
-  if p[3] then return r[p[2]][p[3]] end
-  return r[p[2]]
-end
-
-local function setPath(r, p, v)
-  if p[4] then
-    r[p[2]][p[3]][p[4]] = v
-  elseif p[3] then
-    r[p[2]][p[3]] = v
-  else
-    r[p[2]] = v
+-- fieldsByName maps each stored name of a record schema to {field,
+-- dimension}, made once per script.
+local fieldsByName = {}
+local function storedNames(schema)
+  local names = fieldsByName[schema]
+  if not names then
+    names = {}
+    for _, f in ipairs(schema) do
+      if f[2] == 'dimension' then
+        for d = 1, ND do names[f[1] .. '.' .. DIMENSIONS[d]] = {f[1], d} end
+      else
+        names[f[1]] = {f[1]}
+      end
+    end
+    fieldsByName[schema] = names
   end
-end
-
--- stored is a record field's value as stored.
-local function stored(v)
-  if type(v) == 'string' then return v end
-  return fmt(v)
-end
-
--- parse is a stored value as the record holds it: a string field as is, a
--- number field as a number (0 if unreadable).
-local function parse(current, v)
-  if type(current) == 'string' then return v end
-  return tonumber(v) or 0
+  return names
 end
 
 -- encodeRecord writes a lease or a ticket as one line of name=value pairs.
 local function encodeRecord(r, schema)
   local out = {}
-  for _, p in ipairs(paths(schema)) do out[#out + 1] = p[1] .. '=' .. stored(getPath(r, p)) end
+  for _, f in ipairs(schema) do
+    local name, v = f[1], r[f[1]]
+    if f[2] == 'dimension' then
+      for d = 1, ND do
+        if v[d] ~= 0 then out[#out + 1] = name .. '.' .. DIMENSIONS[d] .. '=' .. fmt(v[d]) end
+      end
+    elseif v ~= 0 then
+      out[#out + 1] = name .. '=' .. fmt(v)
+    end
+  end
   return table.concat(out, ' ')
 end
 
 -- decodeRecord reads a line that encodeRecord wrote.
 local function decodeRecord(line, schema)
-  local r, byName = newRecord(schema), {}
-  for _, p in ipairs(paths(schema)) do byName[p[1]] = p end
+  local r, names = newRecord(schema), storedNames(schema)
   for name, v in string.gmatch(line, '(%S+)=(%S+)') do
-    local p = byName[name]
-    if p then setPath(r, p, parse(getPath(r, p), v)) end
+    local f = names[name]
+    if f and f[2] then
+      r[f[1]][f[2]] = tonumber(v) or 0
+    elseif f then
+      r[f[1]] = tonumber(v) or 0
+    end
   end
   return r
 end
@@ -147,7 +121,13 @@ end
 -- The state ---------------------------------------------------------------
 
 -- STATE_SCHEMA is the scope's state, stored as a Redis hash of these names
--- (HGETALL shows it). Add fields at the end; never rename or reuse one.
+-- (HGETALL shows it). A field's kind is 'string', 'number', 'bucket' (a
+-- number per per-minute dimension), 'dimension' (a number per dimension)
+-- or 'class_bucket' (a bucket list per class); a list is stored as one
+-- field, its numbers in dimension (and class) order: level = "50 500 0
+-- 1500". A field the hash lacks reads as '' or 0, and a field this
+-- version does not know is left as it is: the format only grows. Add
+-- fields at the end; never rename or reuse one.
 local STATE_SCHEMA = {
   {'format', 'number'}, -- STATE_FORMAT
   {'epoch', 'string'}, -- the credential epoch this state belongs to
@@ -172,12 +152,88 @@ local STATE_SCHEMA = {
   {'last_expiry', 'number'}, -- upper bound of every lease and ticket expiry
   {'lease_key_expiry', 'number'}, -- Redis only: the lease key's expiry
   {'ticket_key_expiry', 'number'}, -- Redis only: the ticket keys' expiry
-  {'notify_until', 'number'}, -- Redis only: releases are announced until then (wake)
+  {'notify_until', 'number'}, -- Redis only: the latest RetryAt handed out
   {'block_reason', 'number'}, {'block_until', 'number'}, {'block_detail', 'string'},
   {'block_half_open', 'number'}, {'block_probing', 'number'},
-  {'written_by', 'string'}, -- SCRIPT_VERSION of the script that last saved it (3.1)
 }
-local STATE_PATHS = paths(STATE_SCHEMA)
+
+-- STATE_KINDS is each state field's kind, by name.
+local STATE_KINDS = {}
+for _, f in ipairs(STATE_SCHEMA) do STATE_KINDS[f[1]] = f[2] end
+
+-- zeros returns a list of n zeros.
+local function zeros(n)
+  local v = {}
+  for d = 1, n do v[d] = 0 end
+  return v
+end
+
+-- newField returns a state field of kind with its zero value.
+local function newField(kind)
+  if kind == 'string' then return '' end
+  if kind == 'number' then return 0 end
+  if kind == 'bucket' then return zeros(NB) end
+  if kind == 'dimension' then return zeros(ND) end
+  local v = {}
+  for c = 0, NCLASSES - 1 do v[c] = zeros(NB) end
+  return v
+end
+
+-- newState returns a state with every field at its zero value.
+local function newState()
+  local st = {}
+  for _, f in ipairs(STATE_SCHEMA) do st[f[1]] = newField(f[2]) end
+  return st
+end
+
+-- decodeField reads a stored state field of kind.
+local function decodeField(kind, s)
+  if kind == 'string' then return s end
+  if kind == 'number' then return tonumber(s) or 0 end
+  local numbers = {}
+  for x in string.gmatch(s, '%S+') do numbers[#numbers + 1] = tonumber(x) or 0 end
+  local v = newField(kind)
+  if kind == 'class_bucket' then
+    for c = 0, NCLASSES - 1 do
+      for d = 1, NB do v[c][d] = numbers[c * NB + d] or 0 end
+    end
+  else
+    for d = 1, #v do v[d] = numbers[d] or 0 end
+  end
+  return v
+end
+
+-- encodeField writes a state field of kind.
+local function encodeField(kind, v)
+  if kind == 'string' then return v end
+  if kind == 'number' then return fmt(v) end
+  local out = {}
+  if kind == 'class_bucket' then
+    for c = 0, NCLASSES - 1 do
+      for d = 1, NB do out[#out + 1] = fmt(v[c][d]) end
+    end
+  else
+    for d = 1, #v do out[#out + 1] = fmt(v[d]) end
+  end
+  return table.concat(out, ' ')
+end
+
+-- copyField returns a copy of a state field's value.
+local function copyField(v)
+  if type(v) ~= 'table' then return v end
+  local c = {}
+  for k, x in pairs(v) do c[k] = copyField(x) end
+  return c
+end
+
+-- sameField reports whether two values of a state field are equal.
+local function sameField(a, b)
+  if type(a) ~= 'table' or type(b) ~= 'table' then return a == b end
+  for k, x in pairs(a) do
+    if not sameField(x, b[k]) then return false end
+  end
+  return true
+end
 
 -- budgets derives each dimension's capacity and refill rate from the
 -- limits (Limits.Budgets); capacity 0 is unlimited. lim is the limit of
@@ -232,14 +288,12 @@ local function load(create)
   if v[2] then CB = cmsgpack.unpack(v[2]) end
   local all = call('HGETALL', KEYS[K_STATE])
   if #all > 0 then
-    S = newRecord(STATE_SCHEMA)
-    local byName = {}
-    for _, p in ipairs(STATE_PATHS) do byName[p[1]] = p end
+    S = newState()
     for i = 1, #all, 2 do
-      local p = byName[all[i]]
-      if p then
-        setPath(S, p, parse(getPath(S, p), all[i + 1]))
-        SAVED[all[i]] = all[i + 1]
+      local kind = STATE_KINDS[all[i]]
+      if kind then
+        S[all[i]] = decodeField(kind, all[i + 1])
+        SAVED[all[i]] = copyField(S[all[i]])
       end
     end
     if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
@@ -255,16 +309,16 @@ local function load(create)
   end
   if not create then return false end
   call('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES])
-  S = newRecord(STATE_SCHEMA)
+  S = newState()
   S.format, S.epoch = STATE_FORMAT, EPOCH
   recompute()
   return true
 end
 
 -- wake tells every worker's waiters that capacity may have come back
--- (Redis only: a release message). A waiter listens only after a denial
--- that a release may end, and only until the RetryAt it was given, so
--- nothing is published after the latest such RetryAt (deny).
+-- (Redis only: a release message). A waiter waits only after a denial and
+-- only until the RetryAt it was given, so nothing is published after the
+-- latest RetryAt handed out.
 local function wake()
   if not PUBLISHED and NOW <= S.notify_until then
     PUBLISHED = true
@@ -441,14 +495,14 @@ local function save()
     local ttl = ceil((S.ticket_key_expiry - NOW) / 1000)
     for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do call('PEXPIRE', KEYS[k], ttl) end
   end
-  S.written_by = SCRIPT_VERSION
   local changed = {}
-  for _, p in ipairs(STATE_PATHS) do
-    local v = stored(getPath(S, p))
-    if SAVED[p[1]] ~= v then
-      changed[#changed + 1] = p[1]
+  for _, f in ipairs(STATE_SCHEMA) do
+    local name, kind = f[1], f[2]
+    if SAVED[name] == nil or not sameField(S[name], SAVED[name]) then
+      local v = encodeField(kind, S[name])
+      changed[#changed + 1] = name
       changed[#changed + 1] = v
-      SAVED[p[1]] = v
+      SAVED[name] = copyField(S[name])
     end
   end
   if #changed > 0 then call('HSET', KEYS[K_STATE], unpack(changed)) end
