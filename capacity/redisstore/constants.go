@@ -22,6 +22,11 @@ import (
 // A state of another format is refused with an error, never guessed at.
 const stateFormat = 3
 
+// scriptVersion names this version of the scripts; each saved state records
+// the version that wrote it (the written_by field), so an operator sees a
+// rolling deploy with HGETALL. Change it with every change to the scripts.
+const scriptVersion = "3.1"
+
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
 const (
@@ -88,6 +93,7 @@ func luaConstants() []luaConstant {
 	}
 	return []luaConstant{
 		{"STATE_FORMAT", stateFormat, "the format of a stored scope state (constants.go: stateFormat)"},
+		{"SCRIPT_VERSION", scriptVersion, "this version of the scripts (constants.go: scriptVersion)"},
 		{"NB", int(capacity.Tokens) + 1, "per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)"},
 		{"ND", capacity.NumDimensions, "every dimension: 1 .. ND"},
 		{"REQUESTS_PER_DAY", int(capacity.RequestsPerDay) + 1, "the per-day counters"},

@@ -37,7 +37,9 @@ var rollingLimits = capacity.Limits{
 // with tickets, settling with actual usage or releasing. Each version reads
 // the state, leases and tickets the other wrote, so the scope keeps one
 // budget: the conformance invariant holds over every interval across both,
-// in every bucket and the in-flight cap.
+// in every bucket and the in-flight cap. (Version 3.1 adds a state field,
+// written_by, that 3.0 leaves as it is, and announces releases only to
+// callers a release can help.)
 func TestRollingUpgrade(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -101,6 +103,11 @@ func TestRollingUpgrade(t *testing.T) {
 	use := mpNet(events, capacity.Tokens, from, to) / (budgets[capacity.Tokens].Rate * to.Sub(from).Seconds())
 	t.Logf("utilization of tokens: %.1f%%", 100*use)
 	require.Greater(t, use, 0.5, "the versions share the budget and use it")
+
+	// The older version kept the field only the newer one knows.
+	writer, err := rdb.HGet(context.Background(), newer.keysFor(keysScope).keys[keyState], "written_by").Result()
+	require.NoError(t, err)
+	require.Equal(t, scriptVersion, writer)
 
 	// Both versions read what the other wrote.
 	for _, s := range []*Store{older, newer} {

@@ -28,10 +28,12 @@
 local GRACE = tonumber(ARGV[6])
 local BATCH_LIMITS = ARGV[7]
 
--- deny returns a denial; blk is the block in force ({} for none). Releases
--- are announced until retry: the caller may wait that long.
+-- deny returns a denial; blk is the block in force ({} for none). A caller
+-- whose ticket holds a bucket's capacity for retry waits for that time
+-- alone; any other may come back on a release before retry, so releases
+-- are announced until then (wake).
 local function deny(reason, binding, retry, booked, blk)
-  S.notify_until = max(S.notify_until, retry)
+  if not booked or binding == IN_FLIGHT - 1 then S.notify_until = max(S.notify_until, retry) end
   local r = {'d', reason, binding, retry, booked and 1 or 0}
   for _, v in ipairs(blk or {}) do r[#r + 1] = v end
   return r

@@ -152,9 +152,10 @@ local STATE_SCHEMA = {
   {'last_expiry', 'number'}, -- upper bound of every lease and ticket expiry
   {'lease_key_expiry', 'number'}, -- Redis only: the lease key's expiry
   {'ticket_key_expiry', 'number'}, -- Redis only: the ticket keys' expiry
-  {'notify_until', 'number'}, -- Redis only: the latest RetryAt handed out
+  {'notify_until', 'number'}, -- Redis only: releases are announced until then (wake)
   {'block_reason', 'number'}, {'block_until', 'number'}, {'block_detail', 'string'},
   {'block_half_open', 'number'}, {'block_probing', 'number'},
+  {'written_by', 'string'}, -- SCRIPT_VERSION of the script that last saved it (3.1)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -316,9 +317,9 @@ local function load(create)
 end
 
 -- wake tells every worker's waiters that capacity may have come back
--- (Redis only: a release message). A waiter waits only after a denial and
--- only until the RetryAt it was given, so nothing is published after the
--- latest RetryAt handed out.
+-- (Redis only: a release message). A waiter listens only after a denial
+-- that a release may end, and only until the RetryAt it was given, so
+-- nothing is published after the latest such RetryAt (deny).
 local function wake()
   if not PUBLISHED and NOW <= S.notify_until then
     PUBLISHED = true
@@ -495,6 +496,7 @@ local function save()
     local ttl = ceil((S.ticket_key_expiry - NOW) / 1000)
     for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do call('PEXPIRE', KEYS[k], ttl) end
   end
+  S.written_by = SCRIPT_VERSION
   local changed = {}
   for _, f in ipairs(STATE_SCHEMA) do
     local name, kind = f[1], f[2]
