@@ -8,7 +8,7 @@ import (
 )
 
 func TestMemoryStoreClassRules(t *testing.T) {
-	storetest.RunCases(t, storetest.ClassCases, func(t *testing.T, clock *storetest.Clock) capacity.Store {
-		return capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now})
+	storetest.RunCases(t, storetest.ClassCases, func(t *testing.T, clock capacity.Clock) capacity.Store {
+		return capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
 	})
 }

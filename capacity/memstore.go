@@ -14,8 +14,9 @@ const epsilon = 1e-6
 
 // MemoryOptions configures a MemoryStore.
 type MemoryOptions struct {
-	// Clock returns the store's time. If nil, time.Now.
-	Clock func() time.Time
+	// Clock is the store's time source; the store reads only its Now. If
+	// nil, SystemClock.
+	Clock Clock
 	// TicketGrace is how long a booked ticket waits past its time for its
 	// call to come back before it lapses (its capacity stays spent). If zero,
 	// DefaultLeaseTTL.
@@ -26,7 +27,7 @@ type MemoryOptions struct {
 // scope has its own lock, so scopes do not contend. Time comes from
 // MemoryOptions.Clock, so tests drive it without sleeping.
 type MemoryStore struct {
-	clock func() time.Time
+	clock Clock
 	grace time.Duration
 
 	mu     sync.RWMutex
@@ -48,7 +49,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		creds:  make(map[string]Block),
 	}
 	if s.clock == nil {
-		s.clock = time.Now
+		s.clock = SystemClock{}
 	}
 	if s.grace <= 0 {
 		s.grace = DefaultLeaseTTL
@@ -94,7 +95,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 		return Reservation{}, err
 	}
 	st := s.scope(req.Scope, true)
-	now := s.clock()
+	now := s.clock.Now()
 	cb, credBlocked := s.credBlock(req.Scope, now)
 
 	st.mu.Lock()
@@ -285,7 +286,7 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	if st == nil {
 		return nil
 	}
-	now := s.clock()
+	now := s.clock.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.advance(now)
@@ -314,7 +315,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 	if st == nil {
 		return nil
 	}
-	now := s.clock()
+	now := s.clock.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.advance(now)
@@ -345,7 +346,7 @@ func (s *MemoryStore) Renew(ctx context.Context, lease Lease, ttl time.Duration)
 	if st == nil {
 		return Lease{}, ErrLeaseNotFound
 	}
-	now := s.clock()
+	now := s.clock.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.advance(now)
@@ -365,7 +366,7 @@ func (s *MemoryStore) Observe(ctx context.Context, sc Scope, obs Observation) er
 		return err
 	}
 	st := s.scope(sc, true)
-	now := s.clock()
+	now := s.clock.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.advance(now)
@@ -423,7 +424,7 @@ func (s *MemoryStore) Snapshot(ctx context.Context, sc Scope) (Snapshot, error) 
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
 	}
-	now := s.clock()
+	now := s.clock.Now()
 	snap := Snapshot{Scope: sc, Now: now}
 	if cb, ok := s.credBlock(sc, now); ok {
 		snap.Blocks = append(snap.Blocks, cb)
@@ -447,7 +448,7 @@ func (s *MemoryStore) AddFailure(ctx context.Context, sc Scope, call string, ttl
 		return 0, fmt.Errorf("%w: AddFailure needs a call and a positive ttl", ErrInvalidRequest)
 	}
 	st := s.scope(sc, true)
-	now := s.clock()
+	now := s.clock.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	f := st.failures[call]

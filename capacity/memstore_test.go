@@ -8,7 +8,7 @@ import (
 )
 
 func TestMemoryStoreContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) capacity.Store {
-		return capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now})
+	storetest.Run(t, func(t *testing.T, clock capacity.Clock) capacity.Store {
+		return capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 )
 
@@ -102,7 +103,7 @@ func drawDemand(t *rapid.T, l capacity.Limits) capacity.Charges {
 // propModel drives a MemoryStore through random operations on one scope and
 // mirrors what it must hold.
 type propModel struct {
-	clock  *storetest.Clock
+	clock  *capacitytest.ManualClock
 	store  *capacity.MemoryStore
 	limits capacity.Limits
 	ledger ledger
@@ -200,10 +201,10 @@ func (m *propModel) snapshot(t *rapid.T) capacity.Snapshot {
 
 func TestPropertyConformance(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		clock := storetest.NewClock()
+		clock := capacitytest.NewManualClock(storetest.Epoch)
 		m := &propModel{
 			clock:  clock,
-			store:  capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now}),
+			store:  capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock}),
 			limits: drawLimits(t),
 			live:   map[string]capacity.Lease{},
 		}
@@ -268,9 +269,9 @@ func TestPropertyConformance(t *testing.T) {
 // operation is in progress, so every event has an exact store time.
 func TestConcurrentConformance(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		clock := storetest.NewClock()
+		clock := capacitytest.NewManualClock(storetest.Epoch)
 		var gate sync.RWMutex // operations read-lock; the ticker write-locks
-		store := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now})
+		store := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
 		limits := drawLimits(rt)
 		seeds := rapid.SliceOfN(rapid.Int64(), 4, 4).Draw(rt, "seeds")
 		var led ledger

@@ -315,7 +315,7 @@ func newEnvFull(t *testing.T, store *capacity.MemoryStore, limits capacity.Limit
 	e := &env{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment()}
 	e.store = store
 	if e.store == nil {
-		e.store = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: e.Now})
+		e.store = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: envClock{e.TestWorkflowEnvironment}})
 	}
 	e.provider = newScripted(t, replies...)
 	e.acts = &chatActivities{baseURL: e.provider.srv.URL, keys: map[string]string{"team-a": "sk-test-a", "team-b": "sk-test-b"}}

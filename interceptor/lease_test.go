@@ -9,15 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
-	"github.com/tollgate-dev/tollgate/capacity/storetest"
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
 func TestLeaseIsRenewedDuringALongCall(t *testing.T) {
-	clock := storetest.NewClock()
-	clock.Set(time.Now())
-	store := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now})
+	clock := capacitytest.NewManualClock(time.Now())
+	store := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
 	e := newEnvWithStore(t, store, rpmLimits(6000), func(o *interceptor.Options) {
 		o.Clock = clock
 		o.LeaseTTL = time.Minute

@@ -97,8 +97,9 @@ type Options struct {
 	// Rand returns a uniform number in [0, 1) for jitter. If nil,
 	// math/rand/v2.Float64.
 	Rand func() float64
-	// Clock is the worker's clock (local waits, deadlines). If nil, the
-	// system clock.
+	// Clock is the worker's clock (local waits, deadlines, lease
+	// keepalive). If nil, capacity.SystemClock. The store keeps its own
+	// clock (MemoryOptions.Clock, or Redis TIME).
 	Clock capacity.Clock
 	// Logger logs admission decisions (never prompts or keys). If nil, the
 	// activity's logger.

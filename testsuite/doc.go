@@ -14,7 +14,8 @@
 // (Report, Analyze) checks the record against the limits.
 //
 // It is an independent yardstick: it shares no metering code with tollgate's
-// capacity package and knows nothing of Temporal.
+// capacity package (only the capacity.Clock type) and knows nothing of
+// Temporal.
 //
 // A test of your own code against it:
 //
@@ -60,9 +61,10 @@
 //
 // # Time
 //
-// All metering runs on Options.Clock (the wall clock by default). Tests use a
-// ManualClock and move it instead of sleeping; latency (Options.Latency,
-// Faults.SlowLatency) waits on the same clock.
+// All metering runs on Options.Clock, a capacity.Clock (the wall clock by
+// default). Tests use a capacitytest.ManualClock and move it instead of
+// sleeping; latency (Options.Latency, Faults.SlowLatency) waits on the same
+// clock's timers.
 //
 // Streaming is not supported: a request with "stream": true gets a 400.
 package testsuite

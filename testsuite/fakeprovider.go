@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
 )
 
 // Provider names a wire format and its accounting.
@@ -72,9 +74,11 @@ type Options struct {
 	// Keys are the API keys accepted; any other key gets 401. If empty,
 	// only DefaultKey.
 	Keys []string
-	// Clock is the time source for metering, latency and the record. If nil,
-	// the wall clock.
-	Clock Clock
+	// Clock is the time source for metering, latency and the record;
+	// latency waits on its timers. If nil, capacity.SystemClock (the wall
+	// clock). Tests pass a capacitytest.ManualClock and move it instead of
+	// sleeping.
+	Clock capacity.Clock
 	// Seed seeds the default OutputFunc and the fault generator.
 	Seed uint64
 	// Output decides each answer's length. If nil, SeededOutput(Seed).
@@ -106,11 +110,11 @@ type Options struct {
 // the provider's 429 bodies and retry-after. Every request is recorded (Entries) and the oracle
 // (Report, Analyze) checks the record against the limits.
 //
-// It shares no code with tollgate's capacity package: it is an independent
-// yardstick. Its methods are safe for concurrent use. Close it when done.
+// It shares no metering code with tollgate's capacity package (only its Clock
+// type): it is an independent yardstick. Its methods are safe for concurrent use. Close it when done.
 type FakeProvider struct {
 	opts   Options
-	clock  Clock
+	clock  capacity.Clock
 	server *httptest.Server
 	done   chan struct{}
 	close  sync.Once
@@ -151,7 +155,7 @@ func newProvider(opts Options) (*FakeProvider, error) {
 		opts.Keys = []string{DefaultKey}
 	}
 	if opts.Clock == nil {
-		opts.Clock = wallClock{}
+		opts.Clock = capacity.SystemClock{}
 	}
 	if opts.Output == nil {
 		opts.Output = SeededOutput(opts.Seed)

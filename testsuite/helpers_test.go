@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	"github.com/tollgate-dev/tollgate/testsuite"
 )
 
@@ -25,11 +26,11 @@ const (
 // t0 is the fixtures' response time.
 var t0 = time.Date(2026, 10, 15, 12, 0, 0, 0, time.UTC)
 
-// start runs a FakeProvider on a ManualClock at t0 serving gpt (OpenAI) and
+// start runs a FakeProvider on a manual clock at t0 serving gpt (OpenAI) and
 // claude (Anthropic) with the given limits, answering fixed-length outputs.
-func start(t *testing.T, oai, ant testsuite.Limits, mutate ...func(*testsuite.Options)) (*testsuite.FakeProvider, *testsuite.ManualClock) {
+func start(t *testing.T, oai, ant testsuite.Limits, mutate ...func(*testsuite.Options)) (*testsuite.FakeProvider, *capacitytest.ManualClock) {
 	t.Helper()
-	clock := testsuite.NewManualClock(t0)
+	clock := capacitytest.NewManualClock(t0)
 	opts := testsuite.Options{
 		Models: []testsuite.Model{
 			{Name: gpt, Provider: testsuite.OpenAI, Limits: oai},

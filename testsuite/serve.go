@@ -186,8 +186,10 @@ func (p *FakeProvider) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return false
 	}
+	t := p.clock.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-p.clock.After(d):
+	case <-t.C():
 		return false
 	case <-ctx.Done():
 		return true

@@ -21,8 +21,8 @@ func TestCluster(t *testing.T) {
 	srv := startRedisCluster(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.addr()}})
 	defer rdb.Close()
-	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) capacity.Store {
-		s, err := New(rdb, Options{Prefix: "cluster-" + t.Name(), Clock: clock.Now})
+	storetest.Run(t, func(t *testing.T, clock capacity.Clock) capacity.Store {
+		s, err := New(rdb, Options{Prefix: "cluster-" + t.Name(), Clock: clock})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		return s

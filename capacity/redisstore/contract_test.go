@@ -12,8 +12,8 @@ import (
 func TestContract(t *testing.T) {
 	t.Parallel()
 	rdb := testClient(t)
-	factory := func(t *testing.T, clock *storetest.Clock) capacity.Store {
-		s, err := New(rdb, Options{Prefix: testPrefix(t, rdb), Clock: clock.Now})
+	factory := func(t *testing.T, clock capacity.Clock) capacity.Store {
+		s, err := New(rdb, Options{Prefix: testPrefix(t, rdb), Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}

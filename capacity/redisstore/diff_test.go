@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 )
 
@@ -28,14 +29,14 @@ func TestMatchesMemoryStore(t *testing.T) {
 	run := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
-		clock := storetest.NewClock()
+		clock := capacitytest.NewManualClock(storetest.Epoch)
 		// prefix:run, so that deleteKeys(prefix) finds every run's keys.
-		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock.Now})
+		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock})
 		require.NoError(rt, err)
 		defer func() { _ = rs.Close() }()
 		m := &diffModel{
 			clock: clock,
-			mem:   capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now}),
+			mem:   capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock}),
 			rs:    rs,
 			memL:  map[string]capacity.Lease{},
 			rsL:   map[string]capacity.Lease{},
@@ -80,7 +81,7 @@ func TestMatchesMemoryStore(t *testing.T) {
 }
 
 type diffModel struct {
-	clock     *storetest.Clock
+	clock     *capacitytest.ManualClock
 	mem       capacity.Store
 	rs        *Store
 	limits    capacity.Limits

@@ -63,11 +63,11 @@ type Options struct {
 	// TicketGrace is how long a booked ticket waits past its time for its
 	// call before it lapses. If zero, capacity.DefaultLeaseTTL.
 	TicketGrace time.Duration
-	// Clock, if set, replaces Redis TIME as the store's clock: its value is
-	// sent with every script. For tests only (the contract suite's manual
-	// clock); in production the Redis server is the one clock every worker
-	// agrees on.
-	Clock func() time.Time
+	// Clock, if set, replaces Redis TIME as the store's clock: its Now is
+	// sent with every script (the store never uses its timers). If nil,
+	// Redis TIME. For tests only (the contract suite's manual clock); in
+	// production the Redis server is the one clock every worker agrees on.
+	Clock capacity.Clock
 	// Logger receives warnings: Redis unreachable, state found lost. If nil,
 	// nothing is logged.
 	Logger *slog.Logger

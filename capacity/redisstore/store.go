@@ -108,14 +108,14 @@ func (s *Store) nowArg() string {
 	if s.opts.Clock == nil {
 		return ""
 	}
-	return strconv.FormatInt(s.opts.Clock().UnixMicro(), 10)
+	return strconv.FormatInt(s.opts.Clock.Now().UnixMicro(), 10)
 }
 
 // localNow is the best local guess of the store's clock, for computing day
 // boundaries.
 func (s *Store) localNow() time.Time {
 	if s.opts.Clock != nil {
-		return s.opts.Clock()
+		return s.opts.Clock.Now()
 	}
 	return time.Now()
 }

@@ -213,14 +213,13 @@ var inputCases = []Case{
 		}
 		r := h.req(l, one())
 		r.Book = true
-		armed := h.clock.Armed()
 		done := make(chan capacity.Reservation, 1)
 		go func() {
 			res, err := capacity.Wait(h.ctx, h.store, r, capacity.WaitOptions{Clock: h.clock, MaxWait: 10 * time.Second})
 			assert.NoError(h.t, err)
 			done <- res
 		}()
-		<-armed
+		require.Eventually(h.t, func() bool { return h.clock.Waiters() == 1 }, 10*time.Second, time.Millisecond, "Wait never slept")
 		h.clock.Advance(time.Second)
 		select {
 		case res := <-done:

@@ -1,6 +1,6 @@
 // Package storetest is the contract test suite every capacity.Store
 // implementation runs. Time is under the suite's control: a store under test
-// must take its clock from the Clock the suite passes to the factory.
+// must take its time from the clock the suite passes to the factory.
 package storetest
 
 import (
@@ -11,12 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 )
 
-// Factory returns a new, empty store whose clock is clock.Now. Each call must
-// return a store that shares no state with earlier ones (a fresh key prefix is
+// Epoch is the instant every suite clock starts at: a Thursday, 12:00 UTC.
+var Epoch = time.Date(2026, 10, 15, 12, 0, 0, 0, time.UTC)
+
+// Factory returns a new, empty store whose time is clock.Now (a manual clock
+// the suite moves; the store need not use its timers). Each call must return
+// a store that shares no state with earlier ones (a fresh key prefix is
 // enough for a shared backend).
-type Factory func(t *testing.T, clock *Clock) capacity.Store
+type Factory func(t *testing.T, clock capacity.Clock) capacity.Store
 
 // Run runs the contract suite against the stores newStore makes.
 func Run(t *testing.T, newStore Factory) { RunCases(t, cases, newStore) }
@@ -26,7 +31,7 @@ func Run(t *testing.T, newStore Factory) { RunCases(t, cases, newStore) }
 func RunCases(t *testing.T, cases []Case, newStore Factory) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := NewClock()
+			clock := capacitytest.NewManualClock(Epoch)
 			h := &harness{t: t, clock: clock, store: newStore(t, clock), ctx: context.Background()}
 			tc.run(h)
 		})
@@ -42,7 +47,7 @@ type Case struct {
 // harness holds one case's store and clock, with small helpers.
 type harness struct {
 	t     *testing.T
-	clock *Clock
+	clock *capacitytest.ManualClock
 	store capacity.Store
 	ctx   context.Context
 	n     int

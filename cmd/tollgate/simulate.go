@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 )
 
 // simConfig is a workload to simulate.
@@ -125,8 +126,8 @@ func runSimulation(c simConfig) (simReport, error) {
 		return simReport{}, err
 	}
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	now := start
-	store := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: func() time.Time { return now }, TicketGrace: 24 * time.Hour})
+	clock := capacitytest.NewManualClock(start) // moved to each event's time
+	store := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock, TicketGrace: 24 * time.Hour})
 	scope := capacity.Scope{Provider: c.Provider, LimitGroup: "simulated", Credential: "simulated"}
 	demand := capacity.Demand{InputTokens: c.Input, MaxTokens: c.MaxTokens, OutputTokens: c.Output}
 	usage := capacity.Usage{InputTokens: c.Input, OutputTokens: min(c.Output, max(c.MaxTokens, c.Output))}
@@ -152,7 +153,8 @@ func runSimulation(c simConfig) (simReport, error) {
 	ctx := context.Background()
 	for q.Len() > 0 {
 		ev := heap.Pop(q).(event)
-		now = ev.at
+		now := ev.at // events pop in time order, so the clock only moves forward
+		clock.Set(now)
 		if ev.done {
 			f := profile.Settle(demand, ev.lease.Charges, capacity.Completed, usage)
 			final = final.Add(f)
