@@ -76,44 +76,33 @@ func (s *listenStore) Released(sc capacity.Scope) (<-chan struct{}, func()) {
 
 // TestWaitTicketHolderIgnoresReleases: a call that booked a ticket sleeps
 // until the ticket's time without listening for releases, so a release does
-// not make it ask again to be told "not yet".
+// not make it ask again to be told "not yet". It runs in a synctest bubble:
+// the store and Wait use the bubble's clock.
 func TestWaitTicketHolderIgnoresReleases(t *testing.T) {
-	clock := storetest.NewClock()
-	s := &listenStore{MemoryStore: capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock.Now})}
-	ctx := context.Background()
-	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "c"}
-	l := capacity.Limits{RequestsPerMinute: 60, Burst: time.Second, SafetyMargin: 1} // one a second
-	charges := capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}
-	held, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: "a", Attempt: 1, Charges: charges})
-	require.NoError(t, err)
-	require.True(t, held.Granted)
+	synctest.Test(t, func(t *testing.T) {
+		s := &listenStore{MemoryStore: capacity.NewMemoryStore(capacity.MemoryOptions{})}
+		ctx := context.Background()
+		sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "c"}
+		l := capacity.Limits{RequestsPerMinute: 60, Burst: time.Second, SafetyMargin: 1} // one a second
+		charges := capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}
+		held, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: "a", Attempt: 1, Charges: charges})
+		require.NoError(t, err)
+		require.True(t, held.Granted)
 
-	armed := clock.Armed()
-	done := make(chan capacity.Reservation, 1)
-	go func() {
-		res, err := capacity.Wait(ctx, s, capacity.Request{Scope: sc, Limits: l, Call: "b", Attempt: 1, Charges: charges, Book: true}, capacity.WaitOptions{Clock: clock})
-		assert.NoError(t, err)
-		done <- res
-	}()
-	select {
-	case <-armed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait never slept")
-	}
-	require.Zero(t, s.listening.Load(), "a ticket holder does not listen for releases")
-	armed = clock.Armed()
-	require.NoError(t, s.Settle(ctx, held.Lease, charges))
-	select {
-	case <-armed:
-		t.Fatal("a release woke the ticket holder")
-	case <-time.After(50 * time.Millisecond):
-	}
-	clock.Advance(time.Second)
-	select {
-	case res := <-done:
+		done := make(chan capacity.Reservation, 1)
+		go func() {
+			res, err := capacity.Wait(ctx, s, capacity.Request{Scope: sc, Limits: l, Call: "b", Attempt: 1, Charges: charges, Book: true}, capacity.WaitOptions{})
+			assert.NoError(t, err)
+			done <- res
+		}()
+		synctest.Wait() // b booked a ticket and sleeps
+		require.Equal(t, int64(2), s.reserves.Load(), "a's reserve and b's booking")
+		require.Zero(t, s.listening.Load(), "a ticket holder does not listen for releases")
+		require.NoError(t, s.Settle(ctx, held.Lease, charges))
+		synctest.Wait()
+		require.Equal(t, int64(2), s.reserves.Load(), "the release did not wake the ticket holder")
+		res := <-done // at the ticket's time, a second later in the bubble
 		require.True(t, res.Granted)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the ticket was not claimed at its time")
-	}
-	require.Equal(t, int64(3), s.reserves.Load(), "a's reserve, b's booking and b's claim")
+		require.Equal(t, int64(3), s.reserves.Load(), "a's reserve, b's booking and b's claim")
+	})
 }
