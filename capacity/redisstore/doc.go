@@ -31,16 +31,36 @@
 // the first (or when the first returns): a script's fixed cost (defining
 // its functions, reading and writing the state) is most of a small batch's.
 //
+// # The scripts
+//
+// The rules are written twice on purpose: capacity.MemoryStore in Go is the
+// readable reference, and the Lua in lua/ is its transcription, function by
+// function under the same names (lua/rules.lua for memscope.go, lua/ops.lua
+// for memstore.go), kept equal by a differential test that drives both
+// through random operations. The scripts are plain Lua run as written:
+// lua/constants.lua is generated from one Go table (constants.go) and a test
+// fails when they differ; a scope script is constants.lua, state.lua,
+// rules.lua and its own file, joined. docs/decisions/0001-scheduling-core.md
+// says why.
+//
 // # Upgrades
 //
-// The scope state is stored with struct.pack behind a format byte. State in
-// an earlier format (msgpack) is dropped on first touch, as after a data
-// loss: the scope restarts at its burst level once, and its earlier leases
-// and tickets go with it. Workers of two versions must not share a prefix
-// (give the new version a new Options.Prefix for a rolling deploy): the
-// newer drops the older's state each time it meets it, restarting the scope
-// at its burst level, and the older refuses the newer's state with an
-// error. State in no known format is an error, never a grant.
+// A scope's state is a Redis hash of named fields (format 3; HGETALL shows
+// it), and leases and tickets are lines of name=value pairs. The formats only
+// grow: a field is added, never renamed, reused or given another meaning; a
+// field the reader does not know is left as it is and one it lacks reads as
+// zero. So workers of two versions share one prefix and one budget during a
+// rolling deploy or a rollback: each reads the state, leases and tickets
+// the other wrote (TestRollingUpgrade runs the previous version's scripts,
+// kept in testdata/, against this version's on one scope). The state records
+// the script version that wrote it last (written_by). A state of an unknown
+// format is an error, never a grant.
+//
+// The one exception is the step to format 3 from the struct-packed state of
+// earlier releases: those keep their state under other key names (:s:,
+// :l:, ...), so during that one deploy old and new workers hold separate
+// budgets. Lower Limits.SafetyMargin (or the worker count) for its duration,
+// or stop the old workers first.
 //
 // # Clients, Cluster, ACL and TLS
 //
