@@ -71,6 +71,12 @@ func (m *memScope) setLimits(l Limits, now time.Time) {
 		m.dayEnd = l.DayReset.Next(now)
 		return
 	}
+	m.clampLevels()
+}
+
+// clampLevels keeps every bucket's level at or below its capacity, after the
+// capacity changed.
+func (m *memScope) clampLevels() {
 	for d := range numBuckets {
 		if m.budgets[d].Limited {
 			m.level[d] = math.Min(m.level[d], m.budgets[d].Capacity)
@@ -350,11 +356,7 @@ func (m *memScope) observe(o Observation, now time.Time) {
 	}
 	if changed {
 		m.recompute()
-		for d := range numBuckets {
-			if m.budgets[d].Limited {
-				m.level[d] = math.Min(m.level[d], m.budgets[d].Capacity)
-			}
-		}
+		m.clampLevels()
 	}
 	for d := range numBuckets {
 		od := o.Dims[d]

@@ -90,6 +90,14 @@ local function nextBoundary()
   return 0
 end
 
+-- clampLevels keeps every bucket's level at or below its capacity, after
+-- the capacity changed.
+local function clampLevels()
+  for d = 1, NB do
+    if S.capacity[d] > 0 then S.level[d] = min(S.level[d], S.capacity[d]) end
+  end
+end
+
 -- setLimits installs the limits of signature sig (limits.go) unless they
 -- are installed. A new scope starts each bucket at its burst capacity; a
 -- changed limit keeps levels, clamped to the new capacity.
@@ -111,9 +119,7 @@ local function setLimits(sig)
     S.day_end = nextBoundary()
     return
   end
-  for d = 1, NB do
-    if S.capacity[d] > 0 then S.level[d] = min(S.level[d], S.capacity[d]) end
-  end
+  clampLevels()
 end
 
 -- reclaimLeases drops expired leases (their slots come back, their tokens
@@ -279,9 +285,7 @@ local function lowerLimits(o)
   end
   if changed then
     recompute()
-    for d = 1, NB do
-      if S.capacity[d] > 0 then S.level[d] = min(S.level[d], S.capacity[d]) end
-    end
+    clampLevels()
   end
 end
 
