@@ -239,6 +239,38 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 	return tk, true
 }
 
+// dailyDenial returns the denial of a request that does not fit today's
+// counters, leaving floor (a fraction) of them to higher classes: a spent
+// day is not booked; it resets at its boundary. A large call may use a
+// fresh day.
+func (m *memScope) dailyDenial(req Request, floor float64, now time.Time) (Reservation, bool) {
+	for _, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
+		b := m.budgets[d]
+		allowance := math.Max(b.Capacity-math.Floor(floor*b.Capacity), float64(req.Charges[d]))
+		if b.Limited && m.dayUsed[d-RequestsPerDay]+float64(req.Charges[d]) > allowance+epsilon {
+			return Reservation{Now: now, Reason: DenyDailyQuota, Binding: d, RetryAt: m.dayEnd}, true
+		}
+	}
+	return Reservation{}, false
+}
+
+// bucketWait returns how long req must wait for the per-minute buckets
+// (the longest wait binds) and the binding dimension (-1: none).
+func (m *memScope) bucketWait(req Request, class Class, floor float64, now time.Time) (time.Duration, Dimension) {
+	var wait time.Duration
+	binding := Dimension(-1)
+	for d := range numBuckets {
+		c := float64(req.Charges[d])
+		if !m.budgets[d].Limited || c == 0 {
+			continue
+		}
+		if w := m.fitWait(d, c, floor, m.borrowable(d, class), now); w > 0 && (w > wait || binding < 0) {
+			wait, binding = w, Dimension(d)
+		}
+	}
+	return wait, binding
+}
+
 // fitWait returns how long until c fits in bucket d with no other traffic,
 // leaving floor (a fraction of the bucket) untouched — or, for a charge
 // larger than the rest of the bucket, until the bucket is full. While
@@ -334,11 +366,10 @@ func (m *memScope) dropLease(call string) {
 	}
 }
 
-// observe applies a provider report: the level becomes at most the reported
-// remaining minus what was granted after the observed request left; a
-// reported limit below the configured one lowers it (and a report at or above
-// it lifts an earlier lowering). Reset values are never used as rates.
-func (m *memScope) observe(o Observation, now time.Time) {
+// lowerLimits applies the limits of observation o: a reported limit below
+// the configured one lowers it, and a report at or above it lifts an earlier
+// lowering.
+func (m *memScope) lowerLimits(o Observation) {
 	changed := false
 	for d := range numBuckets {
 		od := o.Dims[d]
@@ -358,6 +389,14 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		m.recompute()
 		m.clampLevels()
 	}
+}
+
+// observe applies a provider report: lowered limits (lowerLimits), and the
+// level of each reported bucket becomes at most the reported remaining minus
+// what was granted after the observed request left. Reset values are never
+// used as rates.
+func (m *memScope) observe(o Observation, now time.Time) {
+	m.lowerLimits(o)
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if !od.HasRemaining || !m.budgets[d].Limited {

@@ -3,7 +3,6 @@ package capacity
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 )
@@ -127,16 +126,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 		}
 	}
 
-	deny := Reservation{Now: now}
-	if b, ok := st.activeBlock(now); ok {
-		deny.Reason, deny.Block, deny.RetryAt = DenyBlocked, b, b.Until
-		if credBlocked && cb.Until.After(b.Until) {
-			deny.Block, deny.RetryAt = cb, cb.Until
-		}
-		return deny, nil
-	}
-	if credBlocked {
-		deny.Reason, deny.Block, deny.RetryAt = DenyBlocked, cb, cb.Until
+	if deny, ok := blockDenial(st, cb, credBlocked, now); ok {
 		return deny, nil
 	}
 	// A half-open block that has run out lets exactly one call through.
@@ -150,6 +140,21 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 		}
 	}
 	return res, err
+}
+
+// blockDenial returns the denial of a blocked scope: the scope's block and
+// its credential's (cb, when credBlocked); the later end binds. It requires
+// st.mu.
+func blockDenial(st *memScope, cb Block, credBlocked bool, now time.Time) (Reservation, bool) {
+	b, ok := st.activeBlock(now)
+	switch {
+	case ok && !(credBlocked && cb.Until.After(b.Until)):
+	case credBlocked:
+		b = cb
+	default:
+		return Reservation{}, false
+	}
+	return Reservation{Now: now, Reason: DenyBlocked, Block: b, RetryAt: b.Until}, true
 }
 
 // probeClaim records what claimProbe changed, so that undo can restore it.
@@ -202,63 +207,23 @@ func (s *MemoryStore) undoProbe(st *memScope, pc probeClaim) {
 
 // admit decides a request that no block stops. It requires st.mu.
 func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.Duration) (Reservation, error) {
-	deny := Reservation{Now: now}
-	// A call holding a ticket claims it at its time without competing again.
 	if tk, ok := st.tickets[req.Call]; ok {
-		if now.Before(tk.At) {
-			deny.Reason, deny.RetryAt, deny.Booked = DenyTicket, tk.At, true
-			return deny, nil
-		}
-		if w := st.ticketShortfall(tk, st.limits.floor(st.limits.effectiveClass(tk.Class, req.Since, now))); w > 0 {
-			// A higher class borrowed this ticket's capacity: it moves later.
-			tk.At, tk.Expires = now.Add(w), now.Add(w+s.grace)
-			st.tickets[req.Call] = tk
-			st.noteExpiry(tk.Expires)
-			deny.Reason, deny.RetryAt, deny.Booked = DenyTicket, tk.At, true
-			return deny, nil
-		}
-		if !st.slotFree(st.limits.floor(st.limits.effectiveClass(tk.Class, req.Since, now))) {
-			deny.Reason, deny.Binding, deny.RetryAt, deny.Booked = DenyCapacity, InFlight, st.nextSlotAt(now), true
-			return deny, nil
-		}
-		st.unbook(req.Call)
-		return Reservation{Granted: true, Lease: st.grantLease(req, tk.Charges, false, now, ttl), Now: now}, nil
+		return s.claimTicket(st, req, tk, now, ttl), nil
 	}
 
 	// The class's floor: the part of every budget it may not consume.
 	class := st.limits.effectiveClass(req.Class, req.Since, now)
 	floor := st.limits.floor(class)
-
-	// Per-day counters: a spent day is not booked; it resets at its boundary.
-	for _, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
-		b := st.budgets[d]
-		allowance := math.Max(b.Capacity-math.Floor(floor*b.Capacity), float64(req.Charges[d])) // a large call may use a fresh day
-		if b.Limited && st.dayUsed[d-RequestsPerDay]+float64(req.Charges[d]) > allowance+epsilon {
-			deny.Reason, deny.Binding, deny.RetryAt = DenyDailyQuota, d, st.dayEnd
-			return deny, nil
-		}
+	if deny, ok := st.dailyDenial(req, floor, now); ok {
+		return deny, nil
 	}
 
-	// Per-minute buckets: the longest wait binds.
-	var wait time.Duration
-	binding := Dimension(-1)
-	for d := range numBuckets {
-		c := float64(req.Charges[d])
-		if !st.budgets[d].Limited || c == 0 {
-			continue
-		}
-		if w := st.fitWait(d, c, floor, st.borrowable(d, class), now); w > 0 && (w > wait || binding < 0) {
-			wait, binding = w, Dimension(d)
-		}
-	}
-	slot := st.slotFree(floor)
-	if binding < 0 && slot {
+	wait, binding := st.bucketWait(req, class, floor, now)
+	if binding < 0 && st.slotFree(floor) {
 		return Reservation{Granted: true, Lease: st.grantLease(req, req.Charges, true, now, ttl), Now: now}, nil
 	}
 
-	deny.Reason = DenyCapacity
-	deny.RetryAt = now.Add(wait)
-	deny.Binding = binding
+	deny := Reservation{Now: now, Reason: DenyCapacity, RetryAt: now.Add(wait), Binding: binding}
 	if binding < 0 {
 		deny.Binding = InFlight
 		deny.RetryAt = st.nextSlotAt(now)
@@ -275,6 +240,30 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		deny.Booked = true
 	}
 	return deny, nil
+}
+
+// claimTicket decides a call that holds ticket tk: it claims it at its time
+// without competing again. It requires st.mu.
+func (s *MemoryStore) claimTicket(st *memScope, req Request, tk Ticket, now time.Time, ttl time.Duration) Reservation {
+	deny := Reservation{Now: now, Reason: DenyTicket, RetryAt: tk.At, Booked: true}
+	if now.Before(tk.At) {
+		return deny
+	}
+	floor := st.limits.floor(st.limits.effectiveClass(tk.Class, req.Since, now))
+	if w := st.ticketShortfall(tk, floor); w > 0 {
+		// A higher class borrowed this ticket's capacity: it moves later.
+		tk.At, tk.Expires = now.Add(w), now.Add(w+s.grace)
+		st.tickets[req.Call] = tk
+		st.noteExpiry(tk.Expires)
+		deny.RetryAt = tk.At
+		return deny
+	}
+	if !st.slotFree(floor) {
+		deny.Reason, deny.Binding, deny.RetryAt = DenyCapacity, InFlight, st.nextSlotAt(now)
+		return deny
+	}
+	st.unbook(req.Call)
+	return Reservation{Granted: true, Lease: st.grantLease(req, tk.Charges, false, now, ttl), Now: now}
 }
 
 // Settle implements Store.

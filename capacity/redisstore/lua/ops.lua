@@ -28,7 +28,8 @@
 local GRACE = tonumber(ARGV[6])
 local BATCH_LIMITS = ARGV[7]
 
--- deny returns a denial; blk is the block in force ({} for none). A caller
+-- deny returns a denial as the reply holds it (Redis only); blk is the
+-- block in force ({} for none). A caller
 -- whose ticket holds a bucket's capacity for retry waits for that time
 -- alone; any other may come back on a release before retry, so releases
 -- are announced until then (wake).
@@ -39,7 +40,8 @@ local function deny(reason, binding, retry, booked, blk)
   return r
 end
 
--- granted returns a grant of lease le: room is 1 when another call could
+-- granted returns a grant of lease le as the reply holds it (Redis only):
+-- room is 1 when another call could
 -- plausibly be granted now, so a woken waiter passes the wake-up on.
 local function granted(le, probe)
   local room = slotFree(0)
@@ -68,6 +70,8 @@ local function undoProbe(undo)
   if undo then S.block_until, S.block_probing = undo[1], undo[2] end
 end
 
+-- claimCredentialProbe writes the credential's claimed probe (Redis only:
+-- the memory store's claimProbe writes it at once and undoes it).
 local function claimCredentialProbe()
   if CB and CB[4] > 0 and CB[2] <= NOW then
     CB = {CB[1], NOW + CB[4], CB[3], CB[4], 1}
@@ -212,7 +216,8 @@ local function settle(c, attempt, delta)
   return 'ok'
 end
 
--- numbers reads n numeric fields from ARGV[i].
+-- numbers reads n numeric fields from ARGV[i] (Redis only, as the rest of
+-- this file below).
 local function numbers(i, n)
   local v = {}
   for j = 0, n - 1 do v[j + 1] = tonumber(ARGV[i + j]) end

@@ -77,7 +77,8 @@ local function slotFree(fl)
 end
 
 -- waitFor is how long (µs) a bucket refilling at rate takes to gain need:
--- in nanoseconds first, as Go's time.Duration, then up to the microsecond.
+-- in nanoseconds first, as memScope computes a time.Duration, then up to
+-- the microsecond.
 local function waitFor(need, rate)
   return ceil(ceil(need / rate * 1e9) / 1000)
 end
@@ -122,7 +123,7 @@ local function setLimits(sig)
   clampLevels()
 end
 
--- reclaimLeases drops expired leases (their slots come back, their tokens
+-- reclaimLeases (memScope.reclaim, for leases) drops expired leases (their slots come back, their tokens
 -- stay spent), recounts the live ones and returns the earliest live expiry
 -- (0: none), which becomes the exact next expiry.
 local function reclaimLeases()
@@ -145,7 +146,7 @@ local function reclaimLeases()
   return first
 end
 
--- reclaimTickets drops lapsed tickets: their capacity stays spent, except
+-- reclaimTickets (memScope.reclaim, for tickets) drops lapsed tickets: their capacity stays spent, except
 -- under class rules, where a due ticket's claim checks the provider's
 -- bucket (level + booked): the lapsed charge never reached the provider,
 -- so it goes back.
@@ -202,7 +203,8 @@ local function nextSlotAt()
 end
 
 -- lastTicketAt is the time of the latest ticket that charges bucket d (0:
--- none).
+-- none): the loop over tickets in memScope.fitWait, on the sorted set of
+-- ticket times (Redis only).
 local function lastTicketAt(d)
   local start = 0
   while true do
@@ -250,7 +252,8 @@ local function ticketShortfall(tk, fl)
   return w
 end
 
--- inFlightCharges sums the charges of every live lease per bucket.
+-- inFlightCharges sums the charges of every live lease per bucket (the loop
+-- over leases in memScope.observe).
 local function inFlightCharges()
   local sum = {}
   for d = 1, NB do sum[d] = 0 end
@@ -263,7 +266,7 @@ end
 -- lowerLimits applies the limits of observation o: a reported limit below
 -- the configured one lowers it; a report at or above it lifts an earlier
 -- lowering (Redis only: a lowering is forgotten LOWERED_LIMIT_MEMORY after
--- the last report of one).
+-- the last report of one, when the scope's state expires).
 local function lowerLimits(o)
   local changed, reported, lowered = false, false, false
   for d = 1, NB do
