@@ -15,7 +15,7 @@ import (
 // aclRules is the least a store's Redis user needs (see the package doc).
 const aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
 	"+evalsha +eval +ssubscribe +sunsubscribe +ping +hello +del " +
-	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +hvals +pexpire " +
+	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +pexpire " +
 	"+zadd +zrem +zrange +zrevrange +zrangebyscore +zcard +spublish"
 
 // TestACLUser: a store works as a Redis user restricted to its prefix and

@@ -79,7 +79,7 @@
 //
 //	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
 //	  +evalsha +eval +ssubscribe +sunsubscribe +ping +hello +del
-//	  +time +get +mget +set +hget +hmget +hset +hdel +hgetall +hvals +pexpire
+//	  +time +get +mget +set +hget +hmget +hset +hdel +hgetall +pexpire
 //	  +zadd +zrem +zrange +zrevrange +zrangebyscore +zcard +spublish
 //
 // # Time
