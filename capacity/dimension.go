@@ -91,5 +91,13 @@ func (c Charges) Sub(o Charges) Charges {
 	return c
 }
 
+// NonNegative returns c with every negative entry made zero.
+func (c Charges) NonNegative() Charges {
+	for i := range c {
+		c[i] = max(c[i], 0)
+	}
+	return c
+}
+
 // IsZero reports whether every entry is zero.
 func (c Charges) IsZero() bool { return c == Charges{} }

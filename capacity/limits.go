@@ -17,6 +17,14 @@ import (
 // Five seconds of rate smooths bursts while keeping a small backlog ready.
 const DefaultBurst = 5 * time.Second
 
+// MinBurst and MinSafetyMargin are the smallest Limits.Burst and
+// Limits.SafetyMargin that Validate accepts: below them a bucket cannot
+// hold a real call or refills too slowly to ever be waited for.
+const (
+	MinBurst        = 100 * time.Millisecond
+	MinSafetyMargin = 0.01
+)
+
 // DefaultSafetyMargin is the default Limits.SafetyMargin: 95% of each limit is
 // used, leaving room for traffic tollgate does not see and header skew.
 const DefaultSafetyMargin = 0.95
@@ -133,14 +141,14 @@ func (l Limits) Validate() error {
 			return fmt.Errorf("%w: %s is %d; want >= 0 (0 means unlimited)", ErrInvalidLimits, f.name, f.v)
 		}
 	}
-	if l.Burst < 0 {
-		return fmt.Errorf("%w: Burst is %v; want >= 0 (0 means %v)", ErrInvalidLimits, l.Burst, DefaultBurst)
+	if l.Burst < 0 || l.Burst > 0 && l.Burst < MinBurst {
+		return fmt.Errorf("%w: Burst is %v; want 0 (meaning %v) or from %v to 1m", ErrInvalidLimits, l.Burst, DefaultBurst, MinBurst)
 	}
 	if l.Burst > time.Minute {
 		return fmt.Errorf("%w: Burst is %v; want <= 1m (a bucket holds at most a minute of rate)", ErrInvalidLimits, l.Burst)
 	}
-	if math.IsNaN(l.SafetyMargin) || l.SafetyMargin < 0 || l.SafetyMargin > 1 {
-		return fmt.Errorf("%w: SafetyMargin is %v; want in (0, 1] (0 means %v)", ErrInvalidLimits, l.SafetyMargin, DefaultSafetyMargin)
+	if math.IsNaN(l.SafetyMargin) || l.SafetyMargin < 0 || l.SafetyMargin > 0 && l.SafetyMargin < MinSafetyMargin || l.SafetyMargin > 1 {
+		return fmt.Errorf("%w: SafetyMargin is %v; want 0 (meaning %v) or in [%v, 1]", ErrInvalidLimits, l.SafetyMargin, DefaultSafetyMargin, MinSafetyMargin)
 	}
 	for _, f := range []struct {
 		name string

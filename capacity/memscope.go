@@ -38,13 +38,55 @@ type memScope struct {
 	nextExp  time.Time // lower bound of the earliest lease or ticket expiry
 
 	failures map[string]failureCount // real failures by Call
+	// endedAt holds the leases settled or released lately, by lease id,
+	// until they are forgotten: a second settle or release applies nothing.
+	endedAt map[string]time.Time
 
 	block  Block
 	notify chan struct{} // closed and dropped on each settle/release, made by Released
 }
 
 func newMemScope(sc Scope) *memScope {
-	return &memScope{scope: sc, leases: make(map[string]Lease), tickets: make(map[string]Ticket), failures: make(map[string]failureCount)}
+	return &memScope{
+		scope: sc, leases: make(map[string]Lease), tickets: make(map[string]Ticket),
+		failures: make(map[string]failureCount), endedAt: make(map[string]time.Time),
+	}
+}
+
+// EndedLeaseMemory is how long a store remembers that a lease was settled or
+// released, so that a repeated settle (one retried after its answer was
+// lost) or release applies nothing.
+const EndedLeaseMemory = 10 * time.Minute
+
+// ended reports whether lease id was settled or released within
+// EndedLeaseMemory.
+func (m *memScope) ended(id string, now time.Time) bool {
+	forget, ok := m.endedAt[id]
+	return ok && now.Before(forget)
+}
+
+// end records that lease id was settled or released, and forgets those
+// ended more than EndedLeaseMemory ago.
+func (m *memScope) end(id string, now time.Time) {
+	m.endedAt[id] = now.Add(EndedLeaseMemory)
+	if len(m.endedAt)%256 == 0 {
+		for k, forget := range m.endedAt {
+			if !now.Before(forget) {
+				delete(m.endedAt, k)
+			}
+		}
+	}
+}
+
+// boundDebt bounds what a settle may charge beyond its reservation: no call
+// uses more than the whole limit of a dimension, whatever its usage says.
+func (m *memScope) boundDebt(delta Charges) Charges {
+	for d := range delta {
+		if lim := m.limits.Limit(Dimension(d)); lim > 0 && delta[d] > lim {
+			delta[d] = lim
+		}
+	}
+	return delta
 }
 
 type failureCount struct {

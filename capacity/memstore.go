@@ -279,17 +279,19 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.advance(now)
-	delta := final.Sub(lease.Charges)
+	if st.ended(lease.ID, now) {
+		return nil // settled or released already: once only
+	}
+	delta := st.boundDebt(final.NonNegative().Sub(lease.Charges))
 	delta[InFlight] = 0
 	if le, ok := st.leases[lease.Call]; ok && le.ID == lease.ID {
 		st.dropLease(lease.Call)
 	} else {
 		// The lease expired: its reservation stays spent; only debt applies.
-		for d := range delta {
-			delta[d] = max(delta[d], 0)
-		}
+		delta = delta.NonNegative()
 	}
 	st.charge(delta)
+	st.end(lease.ID, now)
 	st.wake()
 	return nil
 }
@@ -318,6 +320,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 	if le, ok := st.leases[lease.Call]; ok && le.ID == lease.ID {
 		st.dropLease(lease.Call)
 		st.refund(le.Charges)
+		st.end(lease.ID, now)
 		st.wake()
 	}
 	return nil
@@ -371,6 +374,7 @@ func (s *MemoryStore) Block(ctx context.Context, sc Scope, b Block) error {
 	if b.Until.IsZero() {
 		return fmt.Errorf("%w: block without Until", ErrInvalidRequest)
 	}
+	b.Until = boundBlock(b.Until, s.clock.Now())
 	if b.Credential {
 		key := sc.CredentialKey()
 		s.mu.Lock()
@@ -387,6 +391,14 @@ func (s *MemoryStore) Block(ctx context.Context, sc Scope, b Block) error {
 		st.block = b
 	}
 	return nil
+}
+
+// boundBlock returns until, or now + MaxBlock if that is sooner.
+func boundBlock(until, now time.Time) time.Time {
+	if limit := now.Add(MaxBlock); until.After(limit) {
+		return limit
+	}
+	return until
 }
 
 // Unblock implements Store.

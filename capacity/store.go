@@ -42,8 +42,10 @@ type Store interface {
 	// the configured one lowers it. A reset value never changes a rate.
 	Observe(ctx context.Context, scope Scope, obs Observation) error
 	// Block makes the scope (or, with b.Credential, every scope on its
-	// credential) unusable until b.Until. A later block never shortens an
-	// earlier one. With b.HalfOpen, the block does not simply end at Until:
+	// credential) unusable until b.Until, measured from the caller's clock:
+	// a store whose clock differs (Redis TIME) keeps the block for
+	// b.Until minus the caller's now, in its own time, and never longer
+	// than MaxBlock. A later block never shortens an earlier one. With b.HalfOpen, the block does not simply end at Until:
 	// the next call granted after it is a probe (Reservation.Probe) and the
 	// block holds everyone else for HalfOpen more, until the probe's caller
 	// lifts it with Unblock or blocks again.
@@ -294,6 +296,12 @@ func (r BlockReason) String() string {
 	}
 	return "none"
 }
+
+// MaxBlock bounds every block a store keeps: a block asked to last longer
+// lasts MaxBlock (a monthly usage limit is the longest wait a provider
+// states). No single answer can make a scope unusable for longer; an
+// operator lifts a block earlier with Unblock (`tollgate unblock`).
+const MaxBlock = 31 * 24 * time.Hour
 
 // Block makes a scope unusable until a time.
 type Block struct {

@@ -16,7 +16,7 @@ import (
 const aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
 	"+evalsha +eval +ssubscribe +sunsubscribe +ping +hello +del " +
 	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +pexpire " +
-	"+zadd +zrem +zrange +zrevrange +zrangebyscore +zcard +spublish"
+	"+zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +spublish"
 
 // TestACLUser: a store works as a Redis user restricted to its prefix and
 // the commands the package doc lists.

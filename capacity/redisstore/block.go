@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 )
@@ -29,20 +30,31 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 		return s.orFallback(err)
 	}
 	k := s.keysFor(sc)
-	until := ceilMicros(b.Until)
+	// The block lasts from now on this worker's clock; the script adds that
+	// to Redis time, so a worker whose clock is off still blocks for as long
+	// as it meant.
+	lasts := blockDuration(b.Until, s.localNow())
 	// The state stores the detail as a zero-terminated string.
 	detail := strings.ReplaceAll(b.Detail, "\x00", "")
 	if b.Credential {
-		args := []any{s.nowArg(), int(b.Reason), until, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing)}
+		args := []any{s.nowArg(), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing)}
 		if err := s.scripts.blockCred.Run(ctx, s.rdb, k.keys[keyCredBlock:keyCredBlock+1], args...).Err(); err != nil {
 			return s.orFallback(s.failed(ctx, "block", err))
 		}
 		s.up()
 		return nil
 	}
-	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), until, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing))
+	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing))
 	_, _, err := s.run(ctx, "block", s.scripts.block, k, args)
 	return s.orFallback(err)
+}
+
+// blockDuration is how long (whole microseconds, rounded up) a block until
+// until lasts from now, at most capacity.MaxBlock; negative for a block that
+// already ended (it may still end half-open with a probe).
+func blockDuration(until, now time.Time) int64 {
+	d := min(until.Sub(now), capacity.MaxBlock)
+	return d.Microseconds() + boolInt(d > 0 && d%time.Microsecond != 0)
 }
 
 // Unblock implements capacity.Store. Lifting a scope's block wakes its

@@ -25,7 +25,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "3.1"
+const scriptVersion = "3.2"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -112,6 +112,8 @@ func luaConstants() []luaConstant {
 		{"SLACK", slack.Microseconds(), "every key outlives the moment it stops mattering by this much (µs)"},
 		{"LOWERED_LIMIT_MEMORY", LoweredLimitMemory.Microseconds(), "LoweredLimitMemory (µs)"},
 		{"HALF_OPEN_MEMORY", HalfOpenMemory.Microseconds(), "HalfOpenMemory (µs)"},
+		{"MAX_BLOCK", capacity.MaxBlock.Microseconds(), "capacity.MaxBlock (µs): the longest a block lasts"},
+		{"ENDED_LEASE_MEMORY", capacity.EndedLeaseMemory.Microseconds(), "capacity.EndedLeaseMemory (µs)"},
 		{"DENY_CAPACITY", int(capacity.DenyCapacity), "capacity.DenyReason"},
 		{"DENY_BLOCKED", int(capacity.DenyBlocked), ""},
 		{"DENY_DEADLINE", int(capacity.DenyDeadline), ""},
@@ -128,6 +130,7 @@ func luaConstants() []luaConstant {
 		{"K_TICKETS", keyTickets + 1, ""},
 		{"K_TICKET_EXPIRIES", keyTicketExp + 1, ""},
 		{"K_TICKET_TIMES", keyTicketAt + 1, ""},
+		{"K_ENDED", keyEnded + 1, ""},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
 		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},
 	}

@@ -80,7 +80,7 @@
 //	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
 //	  +evalsha +eval +ssubscribe +sunsubscribe +ping +hello +del
 //	  +time +get +mget +set +hget +hmget +hset +hdel +hgetall +pexpire
-//	  +zadd +zrem +zrange +zrevrange +zrangebyscore +zcard +spublish
+//	  +zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +spublish
 //
 // # Time
 //

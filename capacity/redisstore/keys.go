@@ -17,6 +17,7 @@ import (
 //	{P:C}:tickets:K           booked tickets by call (record lines); TTL: at least the latest lapse
 //	{P:C}:ticket_expiries:K   ticket lapse times (sorted set)
 //	{P:C}:ticket_times:K      ticket times (sorted set)
+//	{P:C}:ended:K             leases settled or released lately, by when they are forgotten (sorted set)
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //
@@ -30,6 +31,7 @@ const (
 	keyTickets   = 4
 	keyTicketExp = 5
 	keyTicketAt  = 6
+	keyEnded     = 7 // added in scripts 3.2; earlier scripts ignore it
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -63,6 +65,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 			keyTickets:   tag + ":tickets:" + k,
 			keyTicketExp: tag + ":ticket_expiries:" + k,
 			keyTicketAt:  tag + ":ticket_times:" + k,
+			keyEnded:     tag + ":ended:" + k,
 		},
 		channel: tag + ":n:" + k,
 		failure: tag + ":f:" + k + ":",

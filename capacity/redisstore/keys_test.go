@@ -45,6 +45,7 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":tickets:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":ticket_expiries:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":ticket_times:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":ended:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)

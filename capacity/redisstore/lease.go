@@ -52,7 +52,7 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 // settleOp returns the settlement of lease with final charges as an
 // operation of a batch.
 func (s *Store) settleOp(ctx context.Context, k *scopeKeys, lease capacity.Lease, final capacity.Charges) *op {
-	delta := final.Sub(lease.Charges)
+	delta := final.NonNegative().Sub(lease.Charges)
 	delta[capacity.InFlight] = 0
 	b1, b2 := s.knownBoundsMicros(k)
 	attempt := int64(lease.Attempt)

@@ -55,6 +55,14 @@ func (s *Store) observeOp(ctx context.Context, k *scopeKeys, obs capacity.Observ
 	return &op{ctx: ctx, code: opObserve, fields: fields}
 }
 
+// boolInt is 1 for true, else 0.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func boolArg(b bool) string {
 	if b {
 		return "1"

@@ -30,6 +30,9 @@ type Store struct {
 	// scripts are the Lua scripts it runs: this version's (tests of
 	// upgrades run an earlier version's).
 	scripts *scripts
+	// local, if set, is this worker's clock where it differs from the
+	// store's (tests of clock skew); else opts.Clock or the system clock.
+	local capacity.Clock
 
 	keyCache   sync.Map // capacity.Scope -> *scopeKeys
 	limitCache sync.Map // capacity.Limits -> signature
@@ -114,6 +117,9 @@ func (s *Store) nowArg() string {
 // localNow is the best local guess of the store's clock, for computing day
 // boundaries.
 func (s *Store) localNow() time.Time {
+	if s.local != nil {
+		return s.local.Now()
+	}
 	if s.opts.Clock != nil {
 		return s.opts.Clock.Now()
 	}

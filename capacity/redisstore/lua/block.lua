@@ -1,9 +1,10 @@
 -- block.lua: Store.Block on one scope. A later block never shortens an
 -- earlier one.
--- ARGV from 6: reason, until, detail, half open (µs), probing (0/1).
+-- ARGV from 6: reason, how long it lasts from now (µs, at most MAX_BLOCK),
+-- detail, half open (µs), probing (0/1).
 -- Reply: header('ok')
 
-local UNTIL = tonumber(ARGV[7])
+local UNTIL = NOW + min(tonumber(ARGV[7]), MAX_BLOCK)
 load(true)
 if UNTIL > S.block_until then
   S.block_reason, S.block_until, S.block_detail = tonumber(ARGV[6]), UNTIL, ARGV[8]

@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "3.1"
+local SCRIPT_VERSION = "3.2"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -37,6 +37,10 @@ local SLACK = 1000000
 local LOWERED_LIMIT_MEMORY = 3600000000
 -- HalfOpenMemory (µs)
 local HALF_OPEN_MEMORY = 86400000000
+-- capacity.MaxBlock (µs): the longest a block lasts
+local MAX_BLOCK = 2678400000000
+-- capacity.EndedLeaseMemory (µs)
+local ENDED_LEASE_MEMORY = 600000000
 -- capacity.DenyReason
 local DENY_CAPACITY = 1
 local DENY_BLOCKED = 2
@@ -57,6 +61,7 @@ local K_LEASES = 4
 local K_TICKETS = 5
 local K_TICKET_EXPIRIES = 6
 local K_TICKET_TIMES = 7
+local K_ENDED = 8
 -- a stored lease (constants.go: leaseFields)
 local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}}
 -- a stored ticket (constants.go: ticketFields)

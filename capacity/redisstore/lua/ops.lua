@@ -199,11 +199,14 @@ local function reserve(req)
 end
 
 -- settle ends a lease with its final charges (MemoryStore.Settle): delta is
--- final minus reserved. On a scope whose state did not exist it does
--- nothing.
+-- final (never negative) minus reserved. On a scope whose state did not
+-- exist it does nothing; a lease settles once.
 local function settle(c, attempt, delta)
   if not LOADED then return 'gone' end
   advance()
+  local id = c .. '#' .. attempt
+  if ended(id) then return 'ok' end -- settled or released already: once only
+  delta = boundDebt(delta)
   local le = getLease(c)
   if le and le.attempt == attempt then
     dropLease(c)
@@ -212,6 +215,7 @@ local function settle(c, attempt, delta)
     for d = 1, ND do delta[d] = max(delta[d], 0) end
   end
   charge(delta)
+  endLease(id)
   wake()
   return 'ok'
 end

@@ -18,6 +18,7 @@ else
   if le and CALL .. '#' .. le.attempt == ID then
     dropLease(CALL)
     refund(le.charge)
+    endLease(ID)
     wake()
   end
 end

@@ -20,6 +20,15 @@ charge = function(c)
   end
 end
 
+-- boundDebt bounds what a settle may charge beyond its reservation: no call
+-- uses more than the whole limit of a dimension, whatever its usage says.
+local function boundDebt(delta)
+  for d = 1, ND do
+    if S.limit[d] > 0 and delta[d] > S.limit[d] then delta[d] = S.limit[d] end
+  end
+  return delta
+end
+
 -- refund gives back charges c but the in-flight slot.
 local function refund(c)
   local neg = {}

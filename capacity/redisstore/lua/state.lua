@@ -407,6 +407,21 @@ local function grantLease(c, fresh, req)
   return le
 end
 
+-- ended reports whether lease id was settled or released within
+-- ENDED_LEASE_MEMORY (memScope.ended).
+local function ended(id)
+  local forget = tonumber(call('ZSCORE', KEYS[K_ENDED], id))
+  return forget ~= nil and NOW < forget
+end
+
+-- endLease records that lease id was settled or released, and forgets those
+-- ended more than ENDED_LEASE_MEMORY ago (memScope.end).
+local function endLease(id)
+  call('ZADD', KEYS[K_ENDED], NOW + ENDED_LEASE_MEMORY, id)
+  call('ZREMRANGEBYSCORE', KEYS[K_ENDED], '-inf', NOW)
+  call('PEXPIRE', KEYS[K_ENDED], ceil((ENDED_LEASE_MEMORY + SLACK) / 1000))
+end
+
 -- Tickets -------------------------------------------------------------------
 
 local function getTicket(c)

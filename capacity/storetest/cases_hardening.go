@@ -1,0 +1,93 @@
+package storetest
+
+import (
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// hardeningCases: no single answer or number can break a scope. Each is
+// named after a failure seen in production-like runs.
+var hardeningCases = []Case{
+	{"HugeBlockIsBounded", func(h *harness) {
+		// A 429 saying "retry after 100 years" blocks for MaxBlock at most,
+		// and an operator can lift it.
+		l := rpm(60)
+		h.grant(h.req(l, one()))
+		now := h.clock.Now()
+		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.QuotaExhausted, Until: now.Add(100 * 365 * 24 * time.Hour)}))
+		res := h.deny(h.req(l, one()))
+		assert.Equal(h.t, capacity.DenyBlocked, res.Reason)
+		assert.LessOrEqual(h.t, res.RetryAt.Sub(res.Now), capacity.MaxBlock)
+		assert.Greater(h.t, res.RetryAt.Sub(res.Now), capacity.MaxBlock-time.Second)
+		require.NoError(h.t, h.store.Unblock(h.ctx, testScope, false))
+		h.grant(h.req(l, one()))
+	}},
+	{"SettleTwiceChargesOnce", func(h *harness) {
+		// A settle retried after its reply was lost applies once.
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second} // 100/s, capacity 500
+		le := h.grant(h.req(l, tokens(100, 0)))
+		final := tokens(100, 200) // 200 more than reserved: debt
+		require.NoError(h.t, h.store.Settle(h.ctx, le, final))
+		after := h.level(capacity.Tokens)
+		assert.InDelta(h.t, 200, after, 1e-6)
+		require.NoError(h.t, h.store.Settle(h.ctx, le, final))
+		assert.InDelta(h.t, after, h.level(capacity.Tokens), 1e-6, "the second settle charged nothing")
+	}},
+	{"ReleaseThenSettleChargesNothing", func(h *harness) {
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second}
+		le := h.grant(h.req(l, tokens(100, 0)))
+		require.NoError(h.t, h.store.Release(h.ctx, le))
+		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-6)
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 300)))
+		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-6, "a released lease has nothing left to settle")
+		require.NoError(h.t, h.store.Release(h.ctx, le))
+		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-6)
+	}},
+	{"ExpiredLeaseSettledTwiceChargesDebtOnce", func(h *harness) {
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second}
+		r := h.req(l, tokens(100, 0))
+		r.TTL = time.Second
+		le := h.grant(r)
+		h.clock.Advance(2 * time.Second) // expired; refilled to 500
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 100)))
+		assert.InDelta(h.t, 400, h.level(capacity.Tokens), 1e-6, "the debt applies")
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 100)))
+		assert.InDelta(h.t, 400, h.level(capacity.Tokens), 1e-6, "once")
+	}},
+	{"AbsurdUsageIsBounded", func(h *harness) {
+		// A settle reporting 1e15 tokens is held to what one call can use:
+		// the whole per-minute limit. The scope waits about a minute, not
+		// forever, and never grants over its budget.
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second}
+		le := h.grant(h.req(l, tokens(100, 0)))
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 1e15)))
+		res := h.deny(h.req(l, tokens(100, 0)))
+		wait := res.RetryAt.Sub(res.Now)
+		assert.Greater(h.t, wait, 30*time.Second)
+		assert.LessOrEqual(h.t, wait, 2*time.Minute)
+		h.clock.Set(res.RetryAt)
+		h.grant(h.req(l, tokens(100, 0)))
+		h.deny(h.req(l, tokens(500, 0)))
+	}},
+	{"NegativeUsageRefundsNoMoreThanReserved", func(h *harness) {
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second}
+		h.grant(h.req(l, tokens(200, 0)))
+		le := h.grant(h.req(l, tokens(100, 0)))
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(-1e15, 0)))
+		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-6, "refunds the reservation, no more")
+	}},
+	{"UnworkableLimitsRefused", func(h *harness) {
+		for _, l := range []capacity.Limits{
+			{TokensPerMinute: 6000, SafetyMargin: 1e-300},
+			{TokensPerMinute: 6000, SafetyMargin: 0.001},
+			{TokensPerMinute: 6000, Burst: time.Nanosecond},
+		} {
+			_, err := h.store.Reserve(h.ctx, h.req(l, tokens(1, 0)))
+			assert.ErrorIs(h.t, err, capacity.ErrInvalidLimits, "%+v", l)
+		}
+	}},
+}
