@@ -324,7 +324,7 @@ func (m *memScope) fitWait(d int, c, floor, borrow float64, now time.Time) time.
 	if need <= epsilon {
 		return 0
 	}
-	w := time.Duration(math.Ceil(need / b.Rate * float64(time.Second)))
+	w := waitFor(need, b.Rate)
 	if c > b.Capacity-(m.booked[d]-borrow)+epsilon {
 		for _, tk := range m.tickets {
 			if tk.Charges[d] > 0 && tk.At.Sub(now) > w {
@@ -333,6 +333,17 @@ func (m *memScope) fitWait(d int, c, floor, borrow float64, now time.Time) time.
 		}
 	}
 	return w
+}
+
+// waitFor is how long a bucket refilling at rate takes to gain need, rounded
+// up to the nanosecond and at most MaxBlock: no number makes a wait overflow
+// (or wrap around to a grant).
+func waitFor(need, rate float64) time.Duration {
+	ns := math.Ceil(need / rate * float64(time.Second))
+	if !(ns < float64(MaxBlock)) { // NaN too
+		return MaxBlock
+	}
+	return time.Duration(ns)
 }
 
 // classRules reports whether the scope's limits rank classes (floors set):
@@ -369,7 +380,7 @@ func (m *memScope) ticketShortfall(tk Ticket, floor float64) time.Duration {
 		}
 		need := math.Min(float64(tk.Charges[d])+floor*b.Capacity, b.Capacity)
 		if short := need - (m.level[d] + m.booked[d]); short > epsilon {
-			w = max(w, time.Duration(math.Ceil(short/b.Rate*float64(time.Second))))
+			w = max(w, waitFor(short, b.Rate))
 		}
 	}
 	return w

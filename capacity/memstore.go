@@ -232,9 +232,10 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		deny.Reason = DenyDeadline
 		return deny, nil
 	}
-	if req.Book && binding >= 0 {
+	if req.Book && binding >= 0 && wait < MaxBlock {
 		// Book the future capacity now (x/time/rate's Reserve): the bucket
-		// goes negative, so later callers queue behind this one.
+		// goes negative, so later callers queue behind this one. A wait at
+		// the bound is not booked: the call asks again then.
 		at := deny.RetryAt
 		st.book(Ticket{Call: req.Call, Charges: req.Charges, At: at, Class: req.Class, Expires: at.Add(s.grace)})
 		deny.Booked = true
@@ -375,6 +376,7 @@ func (s *MemoryStore) Block(ctx context.Context, sc Scope, b Block) error {
 		return fmt.Errorf("%w: block without Until", ErrInvalidRequest)
 	}
 	b.Until = boundBlock(b.Until, s.clock.Now())
+	b.HalfOpen = min(max(b.HalfOpen, 0), MaxBlock)
 	if b.Credential {
 		key := sc.CredentialKey()
 		s.mu.Lock()

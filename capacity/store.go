@@ -312,7 +312,7 @@ type Block struct {
 	// Detail is a short, secret-free note (a quota id, a provider code).
 	Detail string
 	// HalfOpen, if positive, makes the block end with a single probe: see
-	// Store.Block.
+	// Store.Block. Stores hold it to MaxBlock at most.
 	HalfOpen time.Duration
 	// Probing is set by the store while a half-open block's probe is out:
 	// the others should wait for it (until Until), not give up.

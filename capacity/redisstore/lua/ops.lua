@@ -145,9 +145,10 @@ local function admit(req)
   local retry = NOW + wait
   if binding < 0 then binding, retry = IN_FLIGHT - 1, nextSlotAt() end
   if req.deadline > 0 and retry > req.deadline then return deny(DENY_DEADLINE, binding, retry, false) end
-  if req.book and binding ~= IN_FLIGHT - 1 then
+  if req.book and binding ~= IN_FLIGHT - 1 and wait < MAX_BLOCK then
     -- Book the future capacity now (x/time/rate's Reserve): the bucket
-    -- goes negative, so later callers queue behind this one.
+    -- goes negative, so later callers queue behind this one. A wait at
+    -- the bound is not booked: the call asks again then.
     local t = newRecord(TICKET_FIELDS)
     t.at, t.expires, t.class = retry, retry + GRACE, req.class
     for d = 1, ND do t.charge[d] = req.charges[d] end

@@ -87,9 +87,11 @@ end
 
 -- waitFor is how long (µs) a bucket refilling at rate takes to gain need:
 -- in nanoseconds first, as memScope computes a time.Duration, then up to
--- the microsecond.
+-- the microsecond; at most MAX_BLOCK (memScope's waitFor).
 local function waitFor(need, rate)
-  return ceil(ceil(need / rate * 1e9) / 1000)
+  local w = ceil(ceil(need / rate * 1e9) / 1000)
+  if not (w < MAX_BLOCK) then return MAX_BLOCK end -- NaN too
+  return w
 end
 
 -- nextBoundary is the first day boundary after NOW that Go passed, or 0
