@@ -42,8 +42,10 @@ type Limits struct {
 
 	// Burst is the capacity of each per-minute bucket as time at that
 	// bucket's rate: capacity = rate × Burst (at least 1). If zero,
-	// DefaultBurst. A single demand larger than a bucket's capacity can never
-	// be admitted and is refused with a *DemandTooLargeError.
+	// DefaultBurst. A single demand larger than a bucket's capacity but
+	// within its per-minute limit waits until the bucket is full, then goes
+	// (the bucket runs into debt); one larger than the limit is refused with
+	// a *DemandTooLargeError.
 	Burst time.Duration
 	// TokenBurst, if set, is the minimum capacity of the per-minute token
 	// buckets, for scopes whose single calls are larger than Burst's worth of
@@ -269,17 +271,39 @@ func (l Limits) Budgets() [NumDimensions]Budget {
 	return b
 }
 
-// DemandTooLargeError is returned by Store.Reserve for a demand that exceeds
-// a bucket's whole capacity: it can never be admitted, so it is refused rather
-// than queued.
+// Admissible returns the largest charge a call may have in each dimension
+// (0: any): a per-minute bucket admits any call within its limit (one larger
+// than the bucket waits until the bucket is full: the provider serves a call
+// up to its limit), a daily counter or the in-flight cap its capacity. A
+// larger demand is refused with a *DemandTooLargeError.
+func (l Limits) Admissible() [NumDimensions]float64 {
+	var most [NumDimensions]float64
+	for d, b := range l.Budgets() {
+		switch {
+		case !b.Limited:
+		case Dimension(d).PerMinute():
+			most[d] = math.Max(b.Capacity, float64(l.Limit(Dimension(d))))
+		default:
+			most[d] = b.Capacity
+		}
+	}
+	return most
+}
+
+// DemandTooLargeError is returned by Store.Reserve for a demand that no
+// configured limit can ever admit: more than a per-minute limit (a call
+// larger than the bucket but within the limit waits until the bucket is
+// full), a daily allowance or the in-flight cap. It is refused rather than
+// queued; a provider-reported lower limit never causes it.
 type DemandTooLargeError struct {
 	Dimension Dimension
 	Charge    int64
-	Capacity  float64
+	// Capacity is the largest charge the dimension admits.
+	Capacity float64
 }
 
 func (e *DemandTooLargeError) Error() string {
-	return fmt.Sprintf("capacity: demand of %d %s exceeds the budget's whole capacity %.0f (raise Limits.Burst or Limits.TokenBurst, or split the call)",
+	return fmt.Sprintf("capacity: a call of %d %s exceeds the largest the limit admits, %.0f (split the call, or raise the limit if the provider's is higher)",
 		e.Charge, e.Dimension, e.Capacity)
 }
 

@@ -14,8 +14,12 @@ type memScope struct {
 
 	limits  Limits
 	lowered [NumDimensions]int64 // provider-reported limits below the configured ones
-	budgets [NumDimensions]Budget
-	started bool
+	// loweredUntil is when the lowered limits are forgotten (zero: none
+	// lowered): LoweredLimitMemory after the last report of one.
+	loweredUntil time.Time
+	budgets      [NumDimensions]Budget  // the effective budgets: configured, lowered where reported
+	admissible   [NumDimensions]float64 // the configured limits' Admissible
+	started      bool
 
 	// level is each per-minute bucket's available level: what a new call may
 	// take. Booked tickets are taken from it at booking (it may go negative,
@@ -52,6 +56,15 @@ func newMemScope(sc Scope) *memScope {
 		failures: make(map[string]failureCount), endedAt: make(map[string]time.Time),
 	}
 }
+
+// LoweredLimitMemory is how long a provider-reported limit below the
+// configured one is kept after the last report that said so: a provider's
+// answer is evidence, not law.
+const LoweredLimitMemory = 10 * time.Minute
+
+// MinReportedFraction is the least fraction of a configured limit that a
+// provider's report can lower it to.
+const MinReportedFraction = 0.1
 
 // EndedLeaseMemory is how long a store remembers that a lease was settled or
 // released, so that a repeated settle (one retried after its answer was
@@ -136,6 +149,7 @@ func (m *memScope) recompute() {
 		}
 	}
 	m.budgets = l.Budgets()
+	m.admissible = m.limits.Admissible() // what a provider reports never lowers it
 }
 
 // advance refills the buckets to now, rolls the day window and reclaims
@@ -156,6 +170,11 @@ func (m *memScope) advance(now time.Time) {
 	if !now.Before(m.dayEnd) {
 		m.dayUsed = [2]float64{}
 		m.dayEnd = m.limits.DayReset.Next(now)
+	}
+	if !m.loweredUntil.IsZero() && !now.Before(m.loweredUntil) {
+		// Evidence, not law: a lowered limit not reported again is forgotten.
+		m.lowered, m.loweredUntil = [NumDimensions]int64{}, time.Time{}
+		m.recompute()
 	}
 	if !m.nextExp.IsZero() && !now.Before(m.nextExp) {
 		m.reclaim(now)
@@ -420,23 +439,31 @@ func (m *memScope) dropLease(call string) {
 }
 
 // lowerLimits applies the limits of observation o: a reported limit below
-// the configured one lowers it, and a report at or above it lifts an earlier
-// lowering.
-func (m *memScope) lowerLimits(o Observation) {
-	changed := false
+// the configured one lowers it, to a tenth of it at the least
+// (MinReportedFraction), and a report at or above it lifts an earlier
+// lowering. A lowering is forgotten LoweredLimitMemory after the last report
+// of one.
+func (m *memScope) lowerLimits(o Observation, now time.Time) {
+	changed, reported, lowered := false, false, false
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if od.HasLimit && od.Limit > 0 {
 			cfg := m.limits.Limit(Dimension(d))
-			switch {
-			case cfg == 0 || od.Limit < cfg:
-				if m.lowered[d] != od.Limit {
-					m.lowered[d], changed = od.Limit, true
-				}
-			case m.lowered[d] != 0:
-				m.lowered[d], changed = 0, true
+			was := m.lowered[d]
+			if cfg == 0 || od.Limit < cfg {
+				reported, m.lowered[d] = true, boundReported(od.Limit, cfg)
+			} else {
+				m.lowered[d] = 0
 			}
+			changed = changed || m.lowered[d] != was
 		}
+		lowered = lowered || m.lowered[d] != 0
+	}
+	switch {
+	case !lowered:
+		m.loweredUntil = time.Time{}
+	case reported:
+		m.loweredUntil = now.Add(LoweredLimitMemory)
 	}
 	if changed {
 		m.recompute()
@@ -444,12 +471,22 @@ func (m *memScope) lowerLimits(o Observation) {
 	}
 }
 
+// boundReported is a reported limit below the configured limit cfg (0: none
+// configured), raised to a tenth of cfg at the least: one garbled header
+// cannot starve a scope.
+func boundReported(reported, cfg int64) int64 {
+	if least := int64(math.Ceil(float64(cfg) * MinReportedFraction)); reported < least {
+		return least
+	}
+	return reported
+}
+
 // observe applies a provider report: lowered limits (lowerLimits), and the
 // level of each reported bucket becomes at most the reported remaining minus
 // what was granted after the observed request left. Reset values are never
 // used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
-	m.lowerLimits(o)
+	m.lowerLimits(o, now)
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if !od.HasRemaining || !m.budgets[d].Limited {

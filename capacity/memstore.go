@@ -103,10 +103,9 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	st.advance(now)
 
 	// A demand that can never fit is refused, never queued.
-	for d := range NumDimensions {
-		b := st.budgets[d]
-		if b.Limited && float64(req.Charges[d]) > b.Capacity {
-			return Reservation{}, &DemandTooLargeError{Dimension: Dimension(d), Charge: req.Charges[d], Capacity: b.Capacity}
+	for d := range Dimension(NumDimensions) {
+		if most := st.admissible[d]; most > 0 && float64(req.Charges[d]) > most {
+			return Reservation{}, &DemandTooLargeError{Dimension: d, Charge: req.Charges[d], Capacity: most}
 		}
 	}
 	ttl := req.TTL

@@ -28,7 +28,8 @@ type event struct {
 
 // ledger records events and checks the conformance invariant: over any
 // interval [a, b], the net charges granted in a dimension never exceed
-// capacity + rate × (b − a).
+// burst + rate × (b − a), where burst is the bucket's capacity or the
+// largest single call, whichever is larger.
 type ledger struct {
 	mu     sync.Mutex
 	events []event
@@ -47,6 +48,11 @@ func (l *ledger) check(t require.TestingT, b [capacity.NumDimensions]capacity.Bu
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
 		if !b[d].Limited {
 			continue
+		}
+		// A call larger than the bucket (within the limit) goes when the
+		// bucket is full: the burst is the bucket or the largest call.
+		for _, e := range l.events {
+			b[d].Capacity = max(b[d].Capacity, float64(e.c[d]))
 		}
 		for i := range l.events {
 			var sum float64

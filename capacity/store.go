@@ -21,7 +21,7 @@ type Store interface {
 	// granted without competing again. Reserving the same (Call, Attempt)
 	// twice returns the same lease and charges once; a higher Attempt of the
 	// same Call releases the earlier attempt's lease (its tokens stay spent).
-	// A demand larger than a budget's whole capacity returns a
+	// A demand no configured limit can ever admit returns a
 	// *DemandTooLargeError and is never queued.
 	Reserve(ctx context.Context, req Request) (Reservation, error)
 	// Settle ends a lease with its final charges (see Profile.Settle): the

@@ -1,6 +1,7 @@
 package errors
 
 import (
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -37,6 +38,29 @@ func DeadlineUnmeetableError(msg, scope string) error {
 			Details:      []any{Details{Class: RateLimited, Scope: scope}},
 		})
 }
+
+// TypeExceedsLimit is the type of the non-retryable error a model call fails
+// with when its demand exceeds what a configured limit can ever admit (more
+// tokens than the per-minute limit, more than a day's allowance): waiting
+// cannot help; the call must be split, or sent on a connection with a higher
+// limit (workflows.CallModel falls back to the next one). A call larger than
+// the bucket but within the limit is not refused: it waits.
+const TypeExceedsLimit = "tollgate.ExceedsLimit"
+
+// ExceedsLimitError is the non-retryable TypeExceedsLimit error of a demand
+// of requested in dimension, whose limit admits at most limit.
+func ExceedsLimitError(scope, dimension string, limit, requested int64) error {
+	msg := fmt.Sprintf("tollgate: a call of %d %s on %s exceeds the most its limit admits (%d): split the call, or raise the limit if the provider's is higher",
+		requested, dimension, scope, limit)
+	return temporal.NewApplicationErrorWithOptions(msg, TypeExceedsLimit,
+		temporal.ApplicationErrorOptions{
+			NonRetryable: true,
+			Details:      []any{Details{Scope: scope, Dimension: dimension, Limit: limit, Requested: requested}},
+		})
+}
+
+// IsExceedsLimit reports whether err is a tollgate ExceedsLimit error.
+func IsExceedsLimit(err error) bool { return hasType(err, TypeExceedsLimit) }
 
 // MisconfiguredError is the non-retryable TypeMisconfigured error.
 func MisconfiguredError(msg string) error {

@@ -58,11 +58,7 @@ func (g *gatedCall) admit(ctx context.Context) (capacity.Reservation, error) {
 	var tooLarge *capacity.DemandTooLargeError
 	switch {
 	case errors.As(err, &tooLarge):
-		v := tgerrors.Verdict{
-			Class: tgerrors.ContextTooLong, Reason: tgerrors.ReasonExceedsRateLimitBucket, Provider: g.call.Provider,
-			Dimension: tooLarge.Dimension, HasDimension: true, Limit: int64(tooLarge.Capacity), Requested: tooLarge.Charge,
-		}
-		return res, tgerrors.Converter{Jitter: g.jitterFunc()}.ActivityError(v, g.scope.Key())
+		return res, tgerrors.ExceedsLimitError(g.scope.Key(), tooLarge.Dimension.String(), int64(tooLarge.Capacity), tooLarge.Charge)
 	case errors.Is(err, capacity.ErrInvalidRequest), errors.Is(err, capacity.ErrInvalidLimits), errors.Is(err, capacity.ErrInvalidScope):
 		return res, misconfigured(err.Error())
 	default:

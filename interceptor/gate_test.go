@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -240,4 +241,25 @@ func TestScopeWithoutLimitsIsMisconfigured(t *testing.T) {
 	assert.Equal(t, interceptor.TypeMisconfigured, out[0].Type)
 	assert.True(t, out[0].NonRetryable)
 	assert.Equal(t, int64(0), e.provider.calls.Load())
+}
+
+// TestCallLargerThanTheBucket: with 30,000 TPM at the default margin and
+// burst the bucket holds 2,375 tokens; a 1,900-token prompt with max_tokens
+// 512 is within the limit, so it is admitted (the provider serves it), while
+// a call beyond the limit itself fails with its own typed error naming the
+// limit, not as a context too long (failure 3 of issue 13).
+func TestCallLargerThanTheBucket(t *testing.T) {
+	e := newEnv(t, capacity.Limits{TokensPerMinute: 30000}, nil)
+	big := call("gpt-4o", "team-a")
+	big.Prompt = strings.Repeat("word", 1890) // 1,900 tokens by the harness's estimate
+	big.MaxTokens = 512
+	huge := big
+	huge.MaxTokens = 40000
+	out := e.run(t, Step{In: big}, Step{In: huge})
+	assert.True(t, out[0].OK, "a call within the limit is admitted: %+v", out[0])
+	require.False(t, out[1].OK)
+	assert.Equal(t, tgerrors.TypeExceedsLimit, out[1].Type)
+	assert.True(t, out[1].NonRetryable)
+	assert.Equal(t, int64(30000), out[1].Details.Limit)
+	assert.Equal(t, "tokens", out[1].Details.Dimension)
 }

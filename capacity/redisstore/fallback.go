@@ -122,11 +122,11 @@ func scaleLimits(l capacity.Limits, frac float64) capacity.Limits {
 	return l
 }
 
-// fits reports whether req's demand fits the unscaled budgets' capacities.
+// fits reports whether req's demand is admissible under the unscaled limits.
 func fits(req capacity.Request) bool {
-	b := req.Limits.Budgets()
+	most := req.Limits.Admissible()
 	for d, c := range req.Charges {
-		if b[d].Limited && float64(c) > b[d].Capacity {
+		if most[d] > 0 && float64(c) > most[d] {
 			return false
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
 )
 
 //go:embed lua/*.lua
@@ -18,9 +20,9 @@ var luaFiles embed.FS
 const slack = time.Second
 
 // LoweredLimitMemory is how long a provider-reported limit below the
-// configured one is remembered after the last report that said so, when the
-// scope is otherwise idle.
-const LoweredLimitMemory = time.Hour
+// configured one is remembered after the last report that said so
+// (capacity.LoweredLimitMemory).
+const LoweredLimitMemory = capacity.LoweredLimitMemory
 
 // HalfOpenMemory is how long a half-open block whose probe nobody claims is
 // kept after its half-open time: it ends with a probe, not on its own, but an

@@ -110,15 +110,21 @@ func TestFallbackLocal(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, s.Stats().FallbackLeases)
 
-	// Too large for the local budget but not for the shared one: a wait
-	// (unavailable), never a terminal DemandTooLargeError.
+	// Larger than the local bucket but within the local limit: it waits
+	// for a full local bucket.
 	big := unavailableReq("big", l)
-	big.Charges[capacity.InputTokens], big.Charges[capacity.Tokens] = 4000, 4000 // > 500 local, < 5000 shared
+	big.Charges[capacity.InputTokens], big.Charges[capacity.Tokens] = 4000, 4000 // > 500 local bucket, < 6000 local limit
+	res, err = s.Reserve(ctx, big)
+	require.NoError(t, err)
+	require.False(t, res.Granted)
+	// Beyond the local limit but not the shared one: a wait (unavailable),
+	// never a terminal DemandTooLargeError.
+	big.Charges[capacity.InputTokens], big.Charges[capacity.Tokens] = 7000, 7000 // > 6000 local limit, < 60000 shared
 	_, err = s.Reserve(ctx, big)
 	require.ErrorIs(t, err, capacity.ErrStoreUnavailable)
 	require.NotErrorIs(t, err, capacity.ErrDemandTooLarge)
-	// Too large for the shared one too: terminal.
-	big.Charges[capacity.InputTokens], big.Charges[capacity.Tokens] = 6000, 6000
+	// Beyond the shared limit too: terminal.
+	big.Charges[capacity.InputTokens], big.Charges[capacity.Tokens] = 60001, 60001
 	_, err = s.Reserve(ctx, big)
 	require.ErrorIs(t, err, capacity.ErrDemandTooLarge)
 

@@ -68,17 +68,32 @@ var bucketCases = []Case{
 		res := h.deny(h.req(l, one()))
 		assert.Equal(h.t, time.Second, res.RetryAt.Sub(res.Now))
 	}},
-	{"DemandLargerThanCapacityIsRefused", func(h *harness) {
+	{"DemandLargerThanTheLimitIsRefused", func(h *harness) {
 		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second} // capacity 500
-		_, err := h.store.Reserve(h.ctx, h.req(l, tokens(400, 200)))
+		_, err := h.store.Reserve(h.ctx, h.req(l, tokens(4000, 2001)))
 		var tooLarge *capacity.DemandTooLargeError
 		require.ErrorAs(h.t, err, &tooLarge)
 		assert.True(h.t, errors.Is(err, capacity.ErrDemandTooLarge))
 		assert.Equal(h.t, capacity.Tokens, tooLarge.Dimension)
-		assert.Equal(h.t, int64(600), tooLarge.Charge)
-		l.TokenBurst = 1000
-		h.clock.Advance(5 * time.Second) // a raised capacity fills by refill, not at once
-		h.grant(h.req(l, tokens(400, 200)))
+		assert.Equal(h.t, int64(6001), tooLarge.Charge)
+		assert.Equal(h.t, 6000.0, tooLarge.Capacity, "the largest call the limit admits")
+		l.TokenBurst = 7000
+		h.clock.Advance(70 * time.Second) // a raised capacity fills by refill, not at once
+		h.grant(h.req(l, tokens(4000, 2001)))
+	}},
+	{"DemandLargerThanTheBucketWaitsForAFullBucket", func(h *harness) {
+		// 30,000 TPM at the default margin and burst: the bucket holds 2,375
+		// tokens; a 1,900-token prompt with max_tokens 512 is within the
+		// limit, so the provider serves it: it waits for a full bucket.
+		l := capacity.Limits{TokensPerMinute: 30000}
+		capTokens := l.Budgets()[capacity.Tokens].Capacity
+		require.Equal(h.t, 2375.0, capTokens)
+		h.grant(h.req(l, tokens(1000, 0)))
+		res := h.deny(h.req(l, tokens(1900, 512)))
+		assert.Equal(h.t, capacity.Tokens, res.Binding)
+		h.clock.Set(res.RetryAt)
+		h.grant(h.req(l, tokens(1900, 512)))
+		assert.Less(h.t, h.level(capacity.Tokens), 0.0, "the bucket runs into debt")
 	}},
 	{"UnlimitedDimensionsNeverBind", func(h *harness) {
 		for range 100 {

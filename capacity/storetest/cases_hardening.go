@@ -80,6 +80,28 @@ var hardeningCases = []Case{
 		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(-1e15, 0)))
 		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-6, "refunds the reservation, no more")
 	}},
+	{"TinyReportedLimitNeverRefusesACall", func(h *harness) {
+		// One response reporting a limit of 10 tokens: the scope keeps a
+		// tenth of its configured limit at least, a call that fits the
+		// configured limit waits instead of failing, and the lowering is
+		// forgotten when no report repeats it.
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second} // 100/s, capacity 500
+		h.grant(h.req(l, tokens(10, 0)))
+		var o capacity.Observation
+		o.Dims[capacity.Tokens] = capacity.DimensionObservation{HasLimit: true, Limit: 10}
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		b := h.snap(testScope).Budget[capacity.Tokens]
+		assert.InDelta(h.t, 10, b.Rate, 1e-9, "lowered to a tenth of 6,000 a minute, not to 10")
+		assert.InDelta(h.t, 50, b.Capacity, 1e-9)
+		res, err := h.store.Reserve(h.ctx, h.req(l, tokens(400, 0)))
+		require.NoError(h.t, err, "a call within the configured limit is never refused")
+		if !res.Granted {
+			h.clock.Set(res.RetryAt)
+			h.grant(h.req(l, tokens(400, 0)))
+		}
+		h.clock.Advance(capacity.LoweredLimitMemory)
+		assert.InDelta(h.t, 100, h.snap(testScope).Budget[capacity.Tokens].Rate, 1e-9, "forgotten")
+	}},
 	{"UnworkableLimitsRefused", func(h *harness) {
 		for _, l := range []capacity.Limits{
 			{TokensPerMinute: 6000, SafetyMargin: 1e-300},

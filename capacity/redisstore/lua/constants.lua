@@ -33,8 +33,10 @@ local DEFAULT_MARGIN = 0.95
 local DEFAULT_BURST = 5
 -- every key outlives the moment it stops mattering by this much (µs)
 local SLACK = 1000000
--- LoweredLimitMemory (µs)
-local LOWERED_LIMIT_MEMORY = 3600000000
+-- capacity.LoweredLimitMemory (µs)
+local LOWERED_LIMIT_MEMORY = 600000000
+-- capacity.MinReportedFraction
+local MIN_REPORTED_FRACTION = 0.1
 -- HalfOpenMemory (µs)
 local HALF_OPEN_MEMORY = 86400000000
 -- capacity.MaxBlock (µs): the longest a block lasts

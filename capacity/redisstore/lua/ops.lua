@@ -176,8 +176,8 @@ local function reserve(req)
   advance()
   -- A demand that can never fit is refused, never queued.
   for d = 1, ND do
-    local cap = S.capacity[d]
-    if cap > 0 and req.charges[d] > cap then return {'x', d - 1, req.charges[d], fmt(cap)} end
+    local most = admissible(d)
+    if most > 0 and req.charges[d] > most then return {'x', d - 1, req.charges[d], fmt(most)} end
   end
   -- Idempotency and attempt supersession.
   local le = getLease(req.call)

@@ -78,6 +78,16 @@ local function borrowable(d, c)
   return sum
 end
 
+-- admissible is the largest charge a call may have in dimension d (0:
+-- any), from the configured limits (Limits.Admissible): what a provider
+-- reported never makes a call inadmissible.
+local function admissible(d)
+  local cap = S.configured[d]
+  if cap == 0 then return 0 end
+  if d <= NB then return max(cap, S.limit[d]) end
+  return cap
+end
+
 -- slotFree reports whether a call whose class may not consume fl (a
 -- fraction) of the in-flight slots finds one free.
 local function slotFree(fl)
@@ -198,6 +208,12 @@ local function advance()
     if S.day_end ~= 0 then S.day_used[REQUESTS_PER_DAY], S.day_used[TOKENS_PER_DAY] = 0, 0 end
     S.day_end = nextBoundary()
   end
+  if S.lowered_until ~= 0 and NOW >= S.lowered_until then
+    -- Evidence, not law: a lowered limit not reported again is forgotten.
+    for d = 1, NB do S.lowered[d] = 0 end
+    S.lowered_until = 0
+    recompute()
+  end
   if S.next_lease_expiry ~= 0 and NOW >= S.next_lease_expiry then reclaimLeases() end
   if S.next_ticket_expiry ~= 0 and NOW >= S.next_ticket_expiry then reclaimTickets() end
 end
@@ -274,17 +290,23 @@ local function inFlightCharges()
   return sum
 end
 
+-- boundReported is a reported limit below the configured limit cfg (0:
+-- none configured), raised to a tenth of cfg at the least.
+local function boundReported(reported, cfg)
+  return max(reported, ceil(cfg * MIN_REPORTED_FRACTION))
+end
+
 -- lowerLimits applies the limits of observation o: a reported limit below
--- the configured one lowers it; a report at or above it lifts an earlier
--- lowering (Redis only: a lowering is forgotten LOWERED_LIMIT_MEMORY after
--- the last report of one, when the scope's state expires).
+-- the configured one lowers it, to a tenth of it at the least, and a report
+-- at or above it lifts an earlier lowering. A lowering is forgotten
+-- LOWERED_LIMIT_MEMORY after the last report of one (advance).
 local function lowerLimits(o)
   local changed, reported, lowered = false, false, false
   for d = 1, NB do
     if o.hasLimit[d] and o.limit[d] > 0 then
       local cfg, was = S.limit[d], S.lowered[d]
       if cfg == 0 or o.limit[d] < cfg then
-        reported, S.lowered[d] = true, o.limit[d]
+        reported, S.lowered[d] = true, boundReported(o.limit[d], cfg)
       else
         S.lowered[d] = 0
       end

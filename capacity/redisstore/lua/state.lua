@@ -262,7 +262,8 @@ local function budgets(lim)
 end
 
 -- recompute derives the effective budgets from the limits and what the
--- provider reported. Capacity and rate are derived, never stored.
+-- provider reported, and the configured capacities (S.configured).
+-- Capacities and rates are derived, never stored.
 local function recompute()
   local lim = {}
   for d = 1, ND do
@@ -271,6 +272,7 @@ local function recompute()
     if lo > 0 and (lim[d] == 0 or lo < lim[d]) then lim[d] = lo end
   end
   S.capacity, S.rate = budgets(lim)
+  S.configured = budgets(S.limit)
 end
 
 -- load reads the credential's epoch and block and the scope's state (Redis
