@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/internal/secrets"
 )
 
 // Provider names an LLM provider. Its value appears in scope keys and metrics.
@@ -36,8 +38,16 @@ type Scope struct {
 // ErrInvalidScope is returned (wrapped) for a scope that cannot be used.
 var ErrInvalidScope = errors.New("capacity: invalid scope")
 
+// ErrKeyShapedName is returned (wrapped) by Scope.Validate for a scope field
+// that has the shape of an API key or token. It wraps ErrInvalidScope. The
+// error names the field, never its value.
+var ErrKeyShapedName = fmt.Errorf("%w: a name has the shape of an API key or token", ErrInvalidScope)
+
 // Validate reports whether s can be used as a quota scope. It refuses missing
-// fields and credential names that look like API keys.
+// fields, and any field (Provider, LimitGroup, Credential, Region) for which
+// LooksLikeSecret is true with an error wrapping ErrKeyShapedName: a scope's
+// fields land in Redis keys, metrics and logs. No error it returns holds a
+// field's value.
 func (s Scope) Validate() error {
 	switch {
 	case s.Provider == "":
@@ -47,7 +57,13 @@ func (s Scope) Validate() error {
 	case s.Credential == "":
 		return fmt.Errorf("%w: Credential is empty (use a credential scope name such as \"default\")", ErrInvalidScope)
 	case LooksLikeSecret(s.Credential):
-		return fmt.Errorf("%w: Credential looks like an API key; use a name or Fingerprint(...)", ErrInvalidScope)
+		return fmt.Errorf("%w: Credential (use a name or Fingerprint(...))", ErrKeyShapedName)
+	case LooksLikeSecret(s.LimitGroup):
+		return fmt.Errorf("%w: LimitGroup (the model name or its limit group)", ErrKeyShapedName)
+	case LooksLikeSecret(s.Region):
+		return fmt.Errorf("%w: Region", ErrKeyShapedName)
+	case LooksLikeSecret(string(s.Provider)):
+		return fmt.Errorf("%w: Provider", ErrKeyShapedName)
 	}
 	return nil
 }
@@ -105,16 +121,12 @@ func Fingerprint(deploymentSecret, apiKey []byte) string {
 	return "fp-" + hex.EncodeToString(m.Sum(nil)[:12])
 }
 
-// LooksLikeSecret reports whether s has the shape of a provider API key
-// (sk-…, sk-ant-…, AIza…, or a long unbroken token), so that it is never used
-// as a name.
+// LooksLikeSecret reports whether s holds anything with the shape of an API
+// key or token, so that it is never used as a name: a known key prefix with a
+// key body (sk-, sk-proj-, sk-ant-, AIza, gsk_, xai-, hf_, AKIA, ghp_, xoxb-,
+// a JWT, ...), a long random or hex token, or a bearer token. Model names,
+// regions, names such as "team-a" or "prod/eu", Fingerprint's names and a
+// bare prefix ("sk-") are not keys.
 func LooksLikeSecret(s string) bool {
-	switch {
-	case strings.HasPrefix(s, "sk-"), strings.HasPrefix(s, "AIza"), strings.HasPrefix(s, "Bearer "):
-		return true
-	}
-	if len(s) >= 40 && !strings.ContainsAny(s, " -_./:") {
-		return true
-	}
-	return false
+	return secrets.LooksLikeKey(s)
 }

@@ -126,3 +126,12 @@ func FuzzMaskSecrets(f *testing.F) {
 		}
 	})
 }
+
+func isAlnum(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -3,6 +3,8 @@ package errors
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/internal/secrets"
 )
 
 const (
@@ -15,164 +17,19 @@ const (
 	// maxQuotedLen is the longest quoted string kept from a message; longer
 	// ones may be echoed input and are elided.
 	maxQuotedLen = 32
-	// minOpaqueLen is the length from which an unbroken run of letters and
-	// digits is taken for a token (a key, a session id) and masked.
-	minOpaqueLen = 32
-	// mask replaces the secret part of a token.
-	mask = "****"
 )
 
-// secretPrefixes are the prefixes of provider API keys, longest first within
-// each family; a key keeps its prefix and its last four characters.
-var secretPrefixes = []string{
-	"sk-ant-admin01-", "sk-ant-api03-", "sk-ant-oat01-", "sk-ant-",
-	"sk-proj-", "sk-svcacct-", "sk-admin-", "sk-or-v1-", "sk-",
-	"AIza", "eyJ",
-}
-
-// secretParams are query or form parameters whose values are secrets.
-var secretParams = []string{"key=", "api_key=", "apikey=", "access_token=", "token="}
-
-// MaskSecrets returns s with API keys and bearer tokens masked: a key keeps
-// its well-known prefix and its last four characters ("Incorrect API key
-// provided: sk-proj-abc...wxyz" becomes "... sk-proj-****wxyz"), bearer
-// tokens and secret query parameters lose their value, and any other opaque
-// token of 32 or more characters with many digits (a hex id, a session
-// token) keeps only its last four. It adds nothing to s, and masking a
-// masked string changes nothing.
+// MaskSecrets returns s with API keys and tokens masked, by the detector
+// capacity.Scope.Validate uses for names: a key keeps its well-known prefix
+// and its last four characters ("Incorrect API key provided:
+// sk-proj-abc...wxyz" becomes "... sk-proj-****wxyz"; hf_, gsk_, xai-, AKIA,
+// ghp_, xoxb- and the other families alike), bearer tokens and secret query
+// parameters lose their value, and a long random token (a hex key, a session
+// token) keeps only its last four. A prefix without a key body ("sk-",
+// "sk-learn") is left alone. A string without a secret is returned as it
+// is, and masking a masked string changes nothing.
 func MaskSecrets(s string) string {
-	if !mayHoldSecret(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		if i > 0 && isTokenByte(s[i-1]) {
-			b.WriteByte(s[i])
-			i++
-			continue
-		}
-		if n := maskAt(&b, s[i:]); n > 0 {
-			i += n
-			continue
-		}
-		b.WriteByte(s[i])
-		i++
-	}
-	return b.String()
-}
-
-// mayHoldSecret is a cheap pre-check that lets most messages through
-// untouched.
-func mayHoldSecret(s string) bool {
-	if strings.Contains(s, "sk-") || strings.Contains(s, "AIza") || strings.Contains(s, "eyJ") ||
-		strings.Contains(s, "=") || strings.Contains(strings.ToLower(s), "bearer") {
-		return true
-	}
-	run := 0
-	for i := 0; i < len(s); i++ {
-		if isTokenByte(s[i]) {
-			run++
-			if run >= minOpaqueLen {
-				return true
-			}
-		} else {
-			run = 0
-		}
-	}
-	return false
-}
-
-// maskAt writes the masked form of a secret starting at s[0] and returns how
-// many bytes of s it consumed, or 0 if s does not start with a secret.
-func maskAt(b *strings.Builder, s string) int {
-	if len(s) >= 7 && strings.EqualFold(s[:7], "bearer ") {
-		n := 7 + tokenLen(s[7:])
-		if n == 7 {
-			return 0
-		}
-		b.WriteString(s[:7])
-		b.WriteString(mask)
-		return n
-	}
-	for _, p := range secretParams {
-		if len(s) > len(p) && strings.EqualFold(s[:len(p)], p) {
-			n := len(p) + tokenLen(s[len(p):])
-			if n == len(p) {
-				return 0
-			}
-			b.WriteString(s[:len(p)])
-			b.WriteString(mask)
-			return n
-		}
-	}
-	n := tokenLen(s)
-	if n == 0 {
-		return 0
-	}
-	tok := s[:n]
-	for _, p := range secretPrefixes {
-		if strings.HasPrefix(tok, p) {
-			b.WriteString(p)
-			b.WriteString(mask)
-			if rest := tok[len(p):]; len(rest) >= 8 && isAlnum(rest[len(rest)-4:]) {
-				b.WriteString(rest[len(rest)-4:])
-			}
-			return n
-		}
-	}
-	if n >= minOpaqueLen && isOpaque(tok) {
-		b.WriteString(mask)
-		b.WriteString(tok[n-4:])
-		return n
-	}
-	return 0
-}
-
-// tokenLen is the length of the key-like token at the start of s: letters,
-// digits, '-', '_', '*' and inner dots (a trailing dot ends a sentence).
-func tokenLen(s string) int {
-	n := 0
-	for n < len(s) && (isTokenByte(s[n]) || s[n] == '*' || s[n] == '.') {
-		n++
-	}
-	for n > 0 && s[n-1] == '.' {
-		n--
-	}
-	return n
-}
-
-func isTokenByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
-}
-
-func isAlnum(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// isOpaque reports whether tok looks machine-made: only token bytes, with
-// letters and at least four digits making a tenth of it (keys, hex ids), so
-// that long names such as Gemini quota ids are kept.
-func isOpaque(tok string) bool {
-	letters, digits := 0, 0
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		switch {
-		case c >= '0' && c <= '9':
-			digits++
-		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-			letters++
-		case c == '-' || c == '_':
-		default:
-			return false
-		}
-	}
-	return letters > 0 && digits >= 4 && digits*10 >= len(tok)
+	return secrets.Mask(s)
 }
 
 // sanitizeMessage makes a provider message safe to keep: request URLs cut to

@@ -16,7 +16,7 @@ func TestMaskSecrets(t *testing.T) {
 		{"key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123 bad", "key sk-proj-****0123 bad"},
 		{"sk-ant-api03-Zz9_yY8-xX7wW6vV5uU4tT3sS2rR1qQ0pP-AbCd", "sk-ant-api03-****AbCd"},
 		{"(sk-abcdefghijklmnop1234)", "(sk-****1234)"},
-		{"short sk-ab!", "short sk-****!"},
+		{"short sk-abcdefgh!", "short sk-****efgh!"},
 		{"x-goog-api-key: AIzaSyA1234567890abcdefghijklmnopqrstuv", "x-goog-api-key: AIza****stuv"},
 		{"Authorization: Bearer abc.def.ghi", "Authorization: Bearer ****"},
 		{"GET /v1/models?key=AIzaSyA12345&alt=sse", "GET /v1/models?key=****&alt=sse"},
@@ -25,12 +25,39 @@ func TestMaskSecrets(t *testing.T) {
 		// Names and ids that are not secrets stay.
 		{"quota GenerateRequestsPerDayPerProjectPerModel-FreeTier", "quota GenerateRequestsPerDayPerProjectPerModel-FreeTier"},
 		{"request req_011CTestFixture01 for org-xxxxxxxx", "request req_011CTestFixture01 for org-xxxxxxxx"},
-		{"task-runner sk- isolated", "task-runner sk-**** isolated"},
 		{"risk-free desk-top", "risk-free desk-top"},
 		{"", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
+			got := MaskSecrets(tt.in)
+			require.Equal(t, tt.want, got)
+			require.Equal(t, got, MaskSecrets(got), "masking is idempotent")
+		})
+	}
+}
+
+// TestMaskSecretsProviderKeys: the key families MaskSecrets used to miss
+// (hf_, AKIA and others) are masked, and a prefix without a key body is not
+// a key: nothing is added to a bare "sk-".
+func TestMaskSecretsProviderKeys(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"hugging face", "Invalid credentials in Authorization header: hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh", "Invalid credentials in Authorization header: hf_****EfGh"},
+		{"aws access key id", "The security token included in the request is invalid (AKIAIOSFODNN7EXAMPLE).", "The security token included in the request is invalid (AKIA****MPLE)."},
+		{"aws temporary key id", "key ASIAY34FZKBOKMUTVV7A expired", "key ASIA****VV7A expired"},
+		{"groq", "Invalid API Key: gsk_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123456789AbCdEfGh", "Invalid API Key: gsk_****EfGh"},
+		{"xai", "Incorrect API key provided: xai-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123456789AbCdEfGhIj.", "Incorrect API key provided: xai-****GhIj."},
+		{"github", "token ghp_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z0123 revoked", "token ghp_****0123 revoked"},
+		{"slack", "invalid_auth xoxb-123456789012-1234567890123-Ab3dEf6hIj9kLm2nOp5qRs8t", "invalid_auth xoxb-****Rs8t"},
+		{"openai service account", "sk-svcacct-Zz9yY8xX7wW6vV5uU4tT3sS2rR1qQ0pP is disabled", "sk-svcacct-****Q0pP is disabled"},
+		{"bare sk-", "task-runner sk- isolated", "task-runner sk- isolated"},
+		{"sk- and a short word", "short sk-ab!", "short sk-ab!"},
+		{"sk-learn", "install sk-learn.", "install sk-learn."},
+		{"hf_ and a word", "cache dir hf_cache missing", "cache dir hf_cache missing"},
+		{"model with a snapshot date", "The model gpt-4o-realtime-preview-2024-12-17 does not exist", "The model gpt-4o-realtime-preview-2024-12-17 does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			got := MaskSecrets(tt.in)
 			require.Equal(t, tt.want, got)
 			require.Equal(t, got, MaskSecrets(got), "masking is idempotent")
