@@ -67,11 +67,18 @@ func TestClassifyHTTP(t *testing.T) {
 		want     want
 	}{
 		{
-			name: "per-minute wait past the bound is exhaustion", provider: capacity.OpenAI, status: 429,
+			name: "per-minute wait past a minute is a minute's wait", provider: capacity.OpenAI, status: 429,
 			header: with("retry-after", "300"),
 			body:   openAIBody("requests", "rate_limit_exceeded", "Rate limit reached on requests per min (RPM)."),
 			now:    t0,
-			want: want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: "requests",
+			want:   want{class: RateLimited, dim: "requests", retryAfter: MaxPerMinuteWait},
+		},
+		{
+			name: "wait of no known budget past the bound is exhaustion", provider: capacity.OpenAI, status: 429,
+			header: with("retry-after", "300"),
+			body:   openAIBody("", "rate_limit_exceeded", "Rate limit reached."),
+			now:    t0,
+			want: want{class: QuotaExhausted, reason: ReasonWaitExceedsBound,
 				retryAfter: 300 * time.Second, resetAt: t0.Add(300 * time.Second)},
 		},
 		{
@@ -101,9 +108,9 @@ func TestClassifyHTTP(t *testing.T) {
 		{
 			name: "reset at is on the caller's clock", provider: capacity.OpenAI, status: 429,
 			header: with("retry-after", t0.Add(time.Hour).Format(http.TimeFormat)),
-			body:   openAIBody("requests", "rate_limit_exceeded", "per min"),
+			body:   openAIBody("", "rate_limit_exceeded", "Rate limit reached."),
 			now:    t0.Add(-time.Minute),
-			want: want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: "requests",
+			want: want{class: QuotaExhausted, reason: ReasonWaitExceedsBound,
 				retryAfter: time.Hour, resetAt: t0.Add(time.Hour - time.Minute)},
 		},
 		{
@@ -185,10 +192,10 @@ func TestClassifyHTTP(t *testing.T) {
 
 func TestClassifierMaxRateLimitWait(t *testing.T) {
 	h := fixtureHeader(map[string]string{"retry-after": "300"})
-	body := []byte(openAIBody("requests", "rate_limit_exceeded", "per min"))
+	body := []byte(openAIBody("", "rate_limit_exceeded", "Rate limit reached."))
 	c := Classifier{MaxRateLimitWait: 10 * time.Minute}
 	v := c.ClassifyHTTP(capacity.OpenAI, 429, h, body, fixtureTime)
-	want{class: RateLimited, dim: "requests", retryAfter: 300 * time.Second}.check(t, v)
+	want{class: RateLimited, retryAfter: 300 * time.Second}.check(t, v)
 }
 
 // timeoutErr is a net.Error that timed out.

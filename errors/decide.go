@@ -11,17 +11,16 @@ import (
 // decide classifies a failed response from its evidence, strongest first:
 // structured fields (status, code, type, Google details, headers), then the
 // message. now is the caller's clock; waits stated as times are read
-// relative to the response's date header.
+// relative to the response's date header, unless it is more than
+// MaxDateSkew off. Every wait and reset is cut to the bound of its kind
+// (MaxPerMinuteWait, MaxDailyReset, MaxStatedReset, MaxUnknownWait).
 func (c Classifier) decide(p capacity.Provider, ev *evidence, now time.Time) Verdict {
 	if p == "" {
 		p = ev.sdk
 	}
 	v := Verdict{Provider: p, Status: ev.status, Code: sanitizeToken(ev.providerCode())}
-	v.Observation = capacity.ParseHeaders(p, ev.header, now)
-	ref := now
-	if !v.Observation.Date.IsZero() {
-		ref = v.Observation.Date
-	}
+	var ref time.Time
+	v.Observation, ref = observe(p, ev.header, now)
 	scan := ev.message
 	if len(scan) > maxScanLen {
 		scan = scan[:maxScanLen]
@@ -33,11 +32,13 @@ func (c Classifier) decide(p capacity.Provider, ev *evidence, now time.Time) Ver
 	if v.Class == RateLimited {
 		c.rateLimit(&v, ev, msg)
 	} else {
-		v.RetryAfter = providerWait(&v, ev, msg)
+		// Nothing says which budget an overload's or a server error's wait
+		// is for.
+		v.RetryAfter = min(providerWait(&v, ev, msg), MaxUnknownWait)
 	}
 	if v.Class == QuotaExhausted && v.Reason == ReasonUsageLimit {
 		if at, ok := regainAccessAt(msg); ok && at.After(ref) {
-			v.ResetAt = now.Add(at.Sub(ref))
+			v.ResetAt = now.Add(min(at.Sub(ref), MaxStatedReset))
 		}
 	} else if v.Class == QuotaExhausted && v.Reason != ReasonBilling {
 		c.quotaReset(&v, ref, now)
@@ -101,8 +102,8 @@ func structuredClass(ev *evidence, msg string) (Class, Reason) {
 }
 
 // rateLimit refines a rate-limit verdict: the binding dimension and quota,
-// the wait, and whether it is really exhaustion (a daily quota, a wait past
-// MaxRateLimitWait) or a request no wait can admit.
+// the wait (cut to rateLimitBound), and whether it is really exhaustion (a
+// daily quota, a wait past MaxRateLimitWait) or a request no wait can admit.
 func (c Classifier) rateLimit(v *Verdict, ev *evidence, msg string) {
 	if saysRequestTooLarge(msg) {
 		// The one documented case where the message overrides the
@@ -113,18 +114,19 @@ func (c Classifier) rateLimit(v *Verdict, ev *evidence, msg string) {
 		v.Dimension, v.HasDimension = rateLimitDimension(v, ev, msg)
 		return
 	}
-	daily := false
+	window := windowUnknown
 	if q := ev.google.quota; q.id != "" {
 		v.QuotaID = q.id
-		daily = q.window == windowDay
+		window = q.window
 		v.Dimension, v.HasDimension = q.dim, q.hasDim
 	}
+	daily := window == windowDay
 	if !v.HasDimension {
 		v.Dimension, v.HasDimension = rateLimitDimension(v, ev, msg)
 	}
 	v.Limit, _ = messageNumber(msg, "limit ")
 	v.Requested, _ = messageNumber(msg, "requested ")
-	v.RetryAfter = providerWait(v, ev, msg)
+	v.RetryAfter = min(providerWait(v, ev, msg), rateLimitBound(v, window))
 	// A per-day limit that refills continuously (OpenAI's: 10,000 RPD frees
 	// a request every 8.64 s) states a short wait: that is a rate limit on
 	// the daily dimension, not a spent quota. A daily quota that resets at a
@@ -208,11 +210,12 @@ func providerWait(v *Verdict, ev *evidence, msg string) time.Duration {
 }
 
 // quotaReset sets ResetAt of an exhausted quota: now plus the provider's
-// wait, or for a Gemini daily quota without one, its next daily reset.
+// wait (already bounded by rateLimit), or for a Gemini daily quota without
+// one, its next daily reset (at most MaxDailyReset away).
 func (c Classifier) quotaReset(v *Verdict, ref, now time.Time) {
 	wait := v.RetryAfter
 	if wait <= 0 && v.Reason == ReasonDailyQuota && v.Provider == capacity.Gemini {
-		wait = c.geminiDayReset().Next(ref).Sub(ref)
+		wait = min(c.geminiDayReset().Next(ref).Sub(ref), MaxDailyReset)
 	}
 	if wait > 0 {
 		v.ResetAt = now.Add(wait)

@@ -26,11 +26,11 @@ func checkVerdict(t *testing.T, v Verdict, now time.Time) {
 	if v.Retryable != v.Class.Retryable() {
 		t.Fatalf("%v: retryable %v", v.Class, v.Retryable)
 	}
-	if v.RetryAfter < 0 {
-		t.Fatalf("negative wait %v", v.RetryAfter)
+	if v.RetryAfter < 0 || v.RetryAfter > MaxDailyReset {
+		t.Fatalf("wait %v out of bounds", v.RetryAfter)
 	}
-	if !v.ResetAt.IsZero() && v.ResetAt.Before(now) {
-		t.Fatalf("reset %v before now %v", v.ResetAt, now)
+	if !v.ResetAt.IsZero() && (v.ResetAt.Before(now) || v.ResetAt.After(now.Add(MaxStatedReset))) {
+		t.Fatalf("reset %v out of bounds as of %v", v.ResetAt, now)
 	}
 	if len(v.Message) > maxMessageLen || MaskSecrets(v.Message) != v.Message {
 		t.Fatalf("message not sanitized: %q", v.Message)

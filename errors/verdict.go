@@ -22,7 +22,8 @@ const (
 	// ReasonDailyQuota: a per-day quota is spent until Verdict.ResetAt.
 	ReasonDailyQuota Reason = "daily_quota"
 	// ReasonWaitExceedsBound: a rate limit asked for a wait longer than
-	// Classifier.MaxRateLimitWait, so it is treated as exhaustion.
+	// Classifier.MaxRateLimitWait, so it is treated as exhaustion (for at
+	// most MaxUnknownWait: a per-minute budget's wait is cut to a minute).
 	ReasonWaitExceedsBound Reason = "wait_exceeds_bound"
 	// ReasonExceedsRateLimitBucket: one request is larger than a whole
 	// per-minute budget (OpenAI "Request too large"); waiting never helps.
@@ -57,11 +58,15 @@ type Verdict struct {
 	// RetryAfter is the wait the provider asked for, from the strongest
 	// evidence: retry-after-ms, retry-after, the binding dimension's reset
 	// header, Gemini's RetryInfo.retryDelay, the message's "try again in".
-	// Zero if none (zero and negative values count as absent).
+	// Zero if none (zero and negative values count as absent). It is at
+	// most the bound of its kind: MaxPerMinuteWait, MaxDailyReset or
+	// MaxUnknownWait.
 	RetryAfter time.Duration
 	// ResetAt is when an exhausted quota comes back, on the caller's clock
 	// (now plus the provider's wait, which is read relative to the
-	// response's date header). Zero if unknown.
+	// response's date header unless that is more than MaxDateSkew off).
+	// Zero if unknown; else at most MaxDailyReset after now, or
+	// MaxStatedReset for a usage limit's stated date.
 	ResetAt time.Time
 	// Limit and Requested are the budget and the request's size when the
 	// provider stated them (OpenAI "Limit 30000, Requested 31538").
@@ -70,7 +75,9 @@ type Verdict struct {
 	// MaskSecrets); safe for logs and workflow history.
 	Message string
 	// Observation is what the response's rate-limit headers said, for
-	// Store.Observe.
+	// Store.Observe. A date header more than MaxDateSkew from the caller's
+	// clock is left out (Date is zero) and the headers' times are read
+	// against the caller's clock.
 	Observation capacity.Observation
 
 	// ctxErr is the context error of a Canceled verdict.

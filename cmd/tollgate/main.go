@@ -1,6 +1,7 @@
 // Command tollgate is tollgate's operator CLI.
 //
 //	tollgate status   [-redis addr] [-prefix p] [-json]   live budgets, leases, tickets and blocks per scope
+//	tollgate unblock  [-redis addr] [-credential] SCOPE  lift a scope's block (and its credential's)
 //	tollgate simulate [-provider openai] [-tpm n] ...    try limits on a workload before production
 //
 // Run a subcommand with -h for its flags.
@@ -8,6 +9,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +33,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "status":
 		err = status(ctx, args[1:], stdout, stderr)
+	case "unblock":
+		err = unblock(ctx, args[1:], stdout, stderr)
 	case "simulate":
 		err = simulate(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -39,6 +44,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate: unknown command %q\n", args[0])
 		usage(stderr)
 		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the flag set printed the help
 	}
 	if err == errUsage {
 		return 2
@@ -55,6 +63,7 @@ func usage(w io.Writer) {
 
 commands:
   status     live budgets, in-flight leases, booked tickets and blocks of every scope in Redis
+  unblock    lift a scope's block (and, with -credential, its credential's) in Redis
   simulate   run a workload against limits on a simulated clock and report waits and utilization
 
 Run 'tollgate <command> -h' for a command's flags.

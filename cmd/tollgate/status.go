@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,10 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tollgate-dev/tollgate/capacity"
-	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 )
 
 var errUsage = errors.New("usage")
@@ -36,27 +32,19 @@ type scopeStatus struct {
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("redis", envOr("TOLLGATE_REDIS_ADDR", "127.0.0.1:6379"), "Redis address (env TOLLGATE_REDIS_ADDR)")
-	user := fs.String("user", os.Getenv("TOLLGATE_REDIS_USER"), "Redis ACL user (env TOLLGATE_REDIS_USER)")
-	useTLS := fs.Bool("tls", false, "connect with TLS")
-	prefix := fs.String("prefix", redisstore.DefaultPrefix, "key prefix of the store")
+	var rf redisFlags
+	rf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	opts := &redis.Options{Addr: *addr, Username: *user, Password: os.Getenv("TOLLGATE_REDIS_PASSWORD")}
-	if *useTLS {
-		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.Options{Prefix: *prefix})
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	store, release, err := rf.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+	defer release()
 	scopes, err := store.Scopes(ctx)
 	if err != nil {
 		return err
@@ -102,7 +90,7 @@ func statusOf(snap capacity.Snapshot) scopeStatus {
 		}
 	}
 	for _, b := range snap.Blocks {
-		st.Blocks = append(st.Blocks, fmt.Sprintf("%s for %v", b.Reason, b.Until.Sub(snap.Now).Round(time.Second)))
+		st.Blocks = append(st.Blocks, blockString(b, snap.Now))
 	}
 	return st
 }
@@ -132,6 +120,11 @@ func printStatus(w io.Writer, lines []scopeStatus) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", l.Scope, strings.Join(budgets, " "), flight, l.Tickets, l.QueueAge.Round(time.Millisecond), blocks)
 	}
 	return tw.Flush()
+}
+
+// blockString describes b as of now: "cooldown for 42s".
+func blockString(b capacity.Block, now time.Time) string {
+	return fmt.Sprintf("%s for %v", b.Reason, b.Until.Sub(now).Round(time.Second))
 }
 
 func envOr(k, def string) string {
