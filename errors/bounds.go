@@ -28,8 +28,9 @@ const (
 	MaxDailyReset = 25 * time.Hour
 	// MaxStatedReset bounds a reset a usage or spend limit states as a date
 	// (Anthropic's "You will regain access on 2026-11-01 at 00:00 UTC"):
-	// such limits are monthly, so they reset within 31 days.
-	MaxStatedReset = 31 * 24 * time.Hour
+	// such limits are monthly, so they reset within 31 days, the longest
+	// block a store keeps.
+	MaxStatedReset = capacity.MaxBlock
 	// MaxUnknownWait bounds a wait whose kind nothing identifies: a rate
 	// limit with no known budget, a retry-after on an overload or server
 	// error. It is the interceptor's DefaultQuotaBlockUnknown: a wait of
