@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"maps"
 	"math"
 	"sort"
 	"sync"
@@ -11,7 +12,22 @@ import (
 type memScope struct {
 	mu    sync.Mutex
 	scope Scope
+	scopeState
 
+	leases  map[string]Lease  // live lease by Call
+	tickets map[string]Ticket // booked ticket by Call
+
+	failures map[string]failureCount // real failures by Call
+	// endedAt holds the leases settled or released lately, by lease id,
+	// until they are forgotten: a second settle or release applies nothing.
+	endedAt map[string]time.Time
+
+	notify chan struct{} // closed and dropped on each settle/release, made by Released
+}
+
+// scopeState is the part of a scope's state held by value, so that a copy
+// of a memScope (clone) shares none of it.
+type scopeState struct {
 	limits  Limits
 	lowered [NumDimensions]int64 // provider-reported limits below the configured ones
 	// loweredUntil is when the lowered limits are forgotten (zero: none
@@ -35,25 +51,25 @@ type memScope struct {
 	dayUsed  [2]float64 // RequestsPerDay, TokensPerDay
 	dayEnd   time.Time  // end of the current day window
 	granted  [NumDimensions]float64
-
-	leases   map[string]Lease  // live lease by Call
-	tickets  map[string]Ticket // booked ticket by Call
 	inflight int64
 	nextExp  time.Time // lower bound of the earliest lease or ticket expiry
-
-	failures map[string]failureCount // real failures by Call
-	// endedAt holds the leases settled or released lately, by lease id,
-	// until they are forgotten: a second settle or release applies nothing.
-	endedAt map[string]time.Time
-
-	block  Block
-	notify chan struct{} // closed and dropped on each settle/release, made by Released
+	block    Block
 }
 
 func newMemScope(sc Scope) *memScope {
 	return &memScope{
 		scope: sc, leases: make(map[string]Lease), tickets: make(map[string]Ticket),
 		failures: make(map[string]failureCount), endedAt: make(map[string]time.Time),
+	}
+}
+
+// clone returns a copy of m that shares nothing with it and wakes no one:
+// Snapshot advances the copy, so that reading a scope never changes it.
+func (m *memScope) clone() *memScope {
+	return &memScope{
+		scope: m.scope, scopeState: m.scopeState,
+		leases: maps.Clone(m.leases), tickets: maps.Clone(m.tickets),
+		failures: map[string]failureCount{}, endedAt: maps.Clone(m.endedAt),
 	}
 }
 

@@ -437,8 +437,10 @@ func (s *MemoryStore) Snapshot(ctx context.Context, sc Scope) (Snapshot, error) 
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.advance(now)
-	return st.snapshot(snap, now), nil
+	// A copy is advanced to now: reading a scope never changes it.
+	view := st.clone()
+	view.advance(now)
+	return view.snapshot(snap, now), nil
 }
 
 // AddFailure implements Store.

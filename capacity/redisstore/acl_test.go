@@ -14,7 +14,7 @@ import (
 
 // aclRules is the least a store's Redis user needs (see the package doc).
 const aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
-	"+evalsha +eval +ssubscribe +sunsubscribe +ping +hello +del " +
+	"+evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del " +
 	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +pexpire " +
 	"+zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +spublish"
 

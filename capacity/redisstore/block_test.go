@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
+	"github.com/tollgate-dev/tollgate/capacity/storetest"
 )
 
 // skewedClock is the system clock off by a fixed amount.
@@ -38,4 +40,41 @@ func TestBlockFromASlowWorkerClock(t *testing.T) {
 		left := res.RetryAt.Sub(redisNow(t, rdb))
 		require.InDelta(t, 10*time.Second, left, float64(500*time.Millisecond), "credential %v: blocked for %v", credential, left)
 	}
+}
+
+// TestSnapshotWritesNothing: reading a scope (what the plugin's budget
+// gauges do on every metrics collection) changes nothing in Redis, even when
+// leases expired and tickets lapsed since the last write (failure 9 of
+// issue 13: every collection ran a state-changing script per scope).
+func TestSnapshotWritesNothing(t *testing.T) {
+	t.Parallel()
+	clock := capacitytest.NewManualClock(storetest.Epoch)
+	s, rdb := newTestStore(t, Options{Clock: clock})
+	ctx := context.Background()
+	l := capacity.Limits{RequestsPerMinute: 60, Burst: time.Second, SafetyMargin: 1}
+	req := func(call string, book bool) capacity.Request {
+		return capacity.Request{Scope: keysScope, Limits: l, Call: call, Attempt: 1, Charges: oneCharge(), TTL: time.Second, Book: book}
+	}
+	res, err := s.Reserve(ctx, req("held", false))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	res, err = s.Reserve(ctx, req("booked", true))
+	require.NoError(t, err)
+	require.True(t, res.Booked)
+	clock.Advance(time.Hour) // the lease expired, the ticket lapsed
+	dump := func() map[string]string {
+		out := map[string]string{}
+		for key := range allKeys(t, rdb, s.opts.Prefix) {
+			v, err := rdb.Dump(ctx, key).Result()
+			require.NoError(t, err)
+			out[key] = v
+		}
+		return out
+	}
+	before := dump()
+	snap, err := s.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	require.Empty(t, snap.Leases, "the expired lease is not shown")
+	require.Empty(t, snap.Tickets, "nor the lapsed ticket")
+	require.Equal(t, before, dump(), "a snapshot writes nothing")
 }

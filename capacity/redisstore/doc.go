@@ -78,7 +78,7 @@
 // The least a store's user needs, for the default prefix:
 //
 //	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
-//	  +evalsha +eval +ssubscribe +sunsubscribe +ping +hello +del
+//	  +evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del
 //	  +time +get +mget +set +hget +hmget +hset +hdel +hgetall +pexpire
 //	  +zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +spublish
 //

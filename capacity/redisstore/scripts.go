@@ -36,10 +36,17 @@ const HalfOpenMemory = 24 * time.Hour
 type scripts struct {
 	ops, release, renew, block, snapshot, unblock *redis.Script // scope scripts
 	blockCred, failure                            *redis.Script // constants.lua and their own file
+	// readOnlySnapshot: snapshot writes nothing and runs as EVALSHA_RO
+	// (scripts 3.2 and later).
+	readOnlySnapshot bool
 }
 
 // current are the scripts of this version.
-var current = mustLoadScripts(luaFiles, "lua")
+var current = func() *scripts {
+	s := mustLoadScripts(luaFiles, "lua")
+	s.readOnlySnapshot = true
+	return s
+}()
 
 // loadScripts reads the scripts from dir of files.
 func loadScripts(files fs.FS, dir string) (*scripts, error) {

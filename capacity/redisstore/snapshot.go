@@ -21,7 +21,11 @@ func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snaps
 	}
 	k := s.keysFor(sc)
 	b1, b2 := s.knownBounds(k)
-	r, h, err := s.run(ctx, "snapshot", s.scripts.snapshot, k, s.commonArgs(k, b1, b2, 0))
+	exec := s.scripts.snapshot.Run
+	if s.scripts.readOnlySnapshot {
+		exec = s.scripts.snapshot.RunRO // reading a scope never changes it
+	}
+	r, h, err := s.runWith(ctx, "snapshot", exec, k, s.commonArgs(k, b1, b2, 0))
 	if err != nil {
 		return capacity.Snapshot{}, err
 	}

@@ -180,7 +180,13 @@ func (s *Store) commonArgs(k *scopeKeys, b1, b2 any, extra int) []any {
 // run runs script on the scope's keys and checks its reply header. It
 // returns the reply positioned after the header.
 func (s *Store) run(ctx context.Context, op string, script *redis.Script, k *scopeKeys, args []any) (*reply, header, error) {
-	v, err := script.Run(ctx, s.rdb, k.keys, args...).Result()
+	return s.runWith(ctx, op, script.Run, k, args)
+}
+
+// runWith is run with exec as the way to send the script: Script.Run, or
+// Script.RunRO (EVALSHA_RO) for a script that writes nothing.
+func (s *Store) runWith(ctx context.Context, op string, exec func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd, k *scopeKeys, args []any) (*reply, header, error) {
+	v, err := exec(ctx, s.rdb, k.keys, args...).Result()
 	if err != nil {
 		return nil, header{}, s.failed(ctx, op, err)
 	}
@@ -216,6 +222,9 @@ func (r *reply) header() header {
 // noteEpoch counts a change of a credential's epoch seen by this instance:
 // its state was lost and budgets restarted at the burst level.
 func (s *Store) noteEpoch(k *scopeKeys, h header) {
+	if h.epoch == "" {
+		return // a read-only script on a credential without an epoch yet
+	}
 	prev, loaded := s.epochs.Load(k.credKey)
 	changed := loaded && prev.(string) != h.epoch
 	if !loaded || changed {

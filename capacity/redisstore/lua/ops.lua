@@ -76,7 +76,7 @@ local function claimCredentialProbe()
   if CB and CB[4] > 0 and CB[2] <= NOW then
     CB = {CB[1], NOW + CB[4], CB[3], CB[4], 1}
     local stop = CB[2] + CB[4] + HALF_OPEN_MEMORY
-    call('SET', KEYS[K_CRED_BLOCK], cmsgpack.pack(CB), 'PX', ceil((stop - NOW + SLACK) / 1000))
+    write('SET', KEYS[K_CRED_BLOCK], cmsgpack.pack(CB), 'PX', ceil((stop - NOW + SLACK) / 1000))
   end
 end
 

@@ -176,15 +176,16 @@ local function reclaimTickets()
     local tk = unbook(c)
     if tk and classRules() then refund(tk.charge) end
   end
-  -- Counted from the sorted set: keys that expired leave no trace.
-  S.tickets = call('ZCARD', KEYS[K_TICKET_EXPIRIES])
+  -- Counted from the sorted set (the live ones: a snapshot removes
+  -- nothing), so keys that expired leave no trace.
+  S.tickets = call('ZCOUNT', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf')
   if S.tickets == 0 then
     for d = 1, NB do
       S.booked[d] = 0
       for k = 0, NCLASSES - 1 do S.booked_by[k][d] = 0 end
     end
   end
-  local first = call('ZRANGE', KEYS[K_TICKET_EXPIRIES], 0, 0, 'WITHSCORES')
+  local first = call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   S.next_ticket_expiry = tonumber(first[2]) or 0
 end
 

@@ -38,6 +38,17 @@ local SAVED = {} -- each stored field's value as loaded, to write only what chan
 -- Reported to Go in every reply's header.
 local RESET, FREED, PUBLISHED = 0, 0, false
 
+-- READ_ONLY makes every write of the script a no-op (write): a snapshot
+-- advances the state in the script's memory only, so reading a scope
+-- never changes it (and runs as EVALSHA_RO).
+local READ_ONLY = false
+
+-- write runs a Redis command that changes data, unless READ_ONLY.
+local function write(...)
+  if READ_ONLY then return nil end
+  return call(...)
+end
+
 -- fmt writes a number so that tonumber reads back the same double, in
 -- the fewest of 15 or 17 significant digits (0.95, not 0.94999999999999996).
 local function fmt(x)
@@ -282,13 +293,14 @@ end
 local function load(create)
   local v = call('MGET', KEYS[K_EPOCH], KEYS[K_CRED_BLOCK])
   EPOCH = v[1]
+  if v[2] then CB = cmsgpack.unpack(v[2]) end
+  if not EPOCH and READ_ONLY then return false end
   if not EPOCH then
     local t = call('TIME')
     EPOCH = t[1] .. string.format('%06d', t[2])
-    call('SET', KEYS[K_EPOCH], EPOCH)
+    write('SET', KEYS[K_EPOCH], EPOCH)
     RESET = 1
   end
-  if v[2] then CB = cmsgpack.unpack(v[2]) end
   local all = call('HGETALL', KEYS[K_STATE])
   if #all > 0 then
     S = newState()
@@ -302,7 +314,7 @@ local function load(create)
     if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
     if S.epoch ~= EPOCH then
       S, SAVED, RESET = nil, {}, 1
-      call('DEL', KEYS[K_STATE])
+      write('DEL', KEYS[K_STATE])
     end
   end
   if S then
@@ -311,7 +323,7 @@ local function load(create)
     return true
   end
   if not create then return false end
-  call('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES])
+  write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES])
   S = newState()
   S.format, S.epoch = STATE_FORMAT, EPOCH
   recompute()
@@ -325,7 +337,7 @@ end
 local function wake()
   if not PUBLISHED and NOW <= S.notify_until then
     PUBLISHED = true
-    call('SPUBLISH', CHANNEL, INSTANCE)
+    write('SPUBLISH', CHANNEL, INSTANCE)
   end
 end
 
@@ -373,17 +385,22 @@ local function flushLeases()
     end
   end
   DIRTY = {}
-  for i = 1, #set, 1000 do call('HSET', KEYS[K_LEASES], unpack(set, i, min(i + 999, #set))) end
-  for i = 1, #del, 1000 do call('HDEL', KEYS[K_LEASES], unpack(del, i, min(i + 999, #del))) end
+  for i = 1, #set, 1000 do write('HSET', KEYS[K_LEASES], unpack(set, i, min(i + 999, #set))) end
+  for i = 1, #del, 1000 do write('HDEL', KEYS[K_LEASES], unpack(del, i, min(i + 999, #del))) end
 end
 
--- allLeases returns every stored lease by call.
+-- allLeases returns every lease by call: the stored ones, as this script
+-- changed them (the cache, not yet written).
 local function allLeases()
-  flushLeases()
   local out = {}
-  if S.leases == 0 then return out end
-  local all = call('HGETALL', KEYS[K_LEASES])
-  for i = 1, #all, 2 do out[all[i]] = decodeRecord(all[i + 1], LEASE_FIELDS) end
+  local all = S.leases > 0 and call('HGETALL', KEYS[K_LEASES]) or {}
+  for i = 1, #all, 2 do
+    local c = all[i]
+    if LEASES[c] == nil then out[c] = decodeRecord(all[i + 1], LEASE_FIELDS) end
+  end
+  for c, le in pairs(LEASES) do
+    if le then out[c] = le end
+  end
   return out
 end
 
@@ -419,9 +436,9 @@ end
 -- endLease records that lease id was settled or released, and forgets those
 -- ended more than ENDED_LEASE_MEMORY ago (memScope.end).
 local function endLease(id)
-  call('ZADD', KEYS[K_ENDED], NOW + ENDED_LEASE_MEMORY, id)
-  call('ZREMRANGEBYSCORE', KEYS[K_ENDED], '-inf', NOW)
-  call('PEXPIRE', KEYS[K_ENDED], ceil((ENDED_LEASE_MEMORY + SLACK) / 1000))
+  write('ZADD', KEYS[K_ENDED], NOW + ENDED_LEASE_MEMORY, id)
+  write('ZREMRANGEBYSCORE', KEYS[K_ENDED], '-inf', NOW)
+  write('PEXPIRE', KEYS[K_ENDED], ceil((ENDED_LEASE_MEMORY + SLACK) / 1000))
 end
 
 -- Tickets -------------------------------------------------------------------
@@ -433,9 +450,9 @@ local function getTicket(c)
 end
 
 local function putTicket(c, tk)
-  call('HSET', KEYS[K_TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
-  call('ZADD', KEYS[K_TICKET_EXPIRIES], tk.expires, c)
-  call('ZADD', KEYS[K_TICKET_TIMES], tk.at, c)
+  write('HSET', KEYS[K_TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
+  write('ZADD', KEYS[K_TICKET_EXPIRIES], tk.expires, c)
+  write('ZADD', KEYS[K_TICKET_TIMES], tk.at, c)
   noteExpiry(tk.expires, 'next_ticket_expiry')
 end
 
@@ -457,9 +474,9 @@ end
 local function unbook(c)
   local tk = getTicket(c)
   if not tk then return nil end
-  call('HDEL', KEYS[K_TICKETS], c)
-  call('ZREM', KEYS[K_TICKET_EXPIRIES], c)
-  call('ZREM', KEYS[K_TICKET_TIMES], c)
+  write('HDEL', KEYS[K_TICKETS], c)
+  write('ZREM', KEYS[K_TICKET_EXPIRIES], c)
+  write('ZREM', KEYS[K_TICKET_TIMES], c)
   S.tickets = S.tickets - 1
   for d = 1, NB do
     S.booked[d] = max(0, S.booked[d] - tk.charge[d])
@@ -506,12 +523,12 @@ local function save()
   flushLeases()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
-    call('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
+    write('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
   end
   if NEW_TICKET_KEY or (S.tickets > 0 and S.last_expiry > S.ticket_key_expiry) then
     S.ticket_key_expiry = S.last_expiry + SLACK
     local ttl = ceil((S.ticket_key_expiry - NOW) / 1000)
-    for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do call('PEXPIRE', KEYS[k], ttl) end
+    for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do write('PEXPIRE', KEYS[k], ttl) end
   end
   S.written_by = SCRIPT_VERSION
   local changed = {}
@@ -524,13 +541,14 @@ local function save()
       SAVED[name] = copyField(S[name])
     end
   end
-  if #changed > 0 then call('HSET', KEYS[K_STATE], unpack(changed)) end
-  call('PEXPIRE', KEYS[K_STATE], ceil((stateExpiry() - NOW + SLACK) / 1000))
+  if #changed > 0 then write('HSET', KEYS[K_STATE], unpack(changed)) end
+  write('PEXPIRE', KEYS[K_STATE], ceil((stateExpiry() - NOW + SLACK) / 1000))
 end
 
--- header is the start of every reply: kind, now, epoch, reset, freed.
+-- header is the start of every reply: kind, now, epoch ('' when a
+-- read-only script found none), reset, freed.
 local function header(kind)
-  return {kind, NOW, EPOCH, RESET, FREED}
+  return {kind, NOW, EPOCH or '', RESET, FREED}
 end
 
 -- blockReply is a block for Go: reason, until, credential, detail, half
