@@ -39,7 +39,7 @@ func (g *gatedCall) admit(ctx context.Context) (capacity.Reservation, error) {
 			case <-waitCtx.Done():
 			}
 		}()
-		stopBeat := g.heartbeatDuring(ctx)
+		stopBeat := g.heartbeatDuring(ctx, false)
 		res, err = capacity.Wait(waitCtx, g.opts.Store, req, capacity.WaitOptions{MaxWait: maxWait, Clock: g.opts.Clock})
 		stopBeat()
 		cancel()

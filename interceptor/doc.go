@@ -26,7 +26,10 @@
 // retryable tollgate.CapacityWait error whose NextRetryDelay is the time the
 // store booked for the call, so the worker slot is freed and the retry is
 // granted on arrival. After the call it settles the reservation with the
-// actual usage and corrects the budget from the rate-limit headers. A 429
+// actual usage and corrects the budget from the rate-limit headers,
+// heartbeating until the store has answered; once the provider has answered,
+// the activity returns the answer after at most Options.SettleTimeout even if
+// the store stalls, so an answered call is never run again. A 429
 // blocks the scope for every worker until retry-after and returns
 // tollgate.RateLimited with NextRetryDelay; an exhausted quota blocks the
 // scope and fails non-retryable (tollgate.QuotaExhausted, with the reset time

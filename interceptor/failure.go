@@ -33,6 +33,7 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	final := g.profile.Settle(g.call.Demand, lease.Charges, outcome, report.Usage)
 	if err := store.Settle(bg, lease, final); err != nil {
 		g.logger(ctx).Warn("tollgate: settle failed; the lease expires by itself", "scope", g.scope.Key(), "error", err)
+		g.a.root.tel.settleFailed(ctx, g, "error")
 	}
 	obs := v.Observation
 	if obs.Empty() && report.Header != nil {

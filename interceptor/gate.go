@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -179,21 +180,78 @@ func (g *gatedCall) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	}()
 	result, callErr := g.a.Next.ExecuteActivity(callCtx, in)
 	finished = true
+	// The attempt goes on heartbeating until the store has heard how the
+	// call ended: a slow store must not time out an attempt whose call is
+	// over (Temporal would run the call again).
+	stopBeat := g.heartbeatDuring(ctx, true)
+	defer stopBeat()
 	lease = ka.stop()
 
 	report, reported := rep.get()
 	if mr, ok := result.(ModelResult); ok && callErr == nil {
 		report, reported = mr.TollgateReport(), true
 	}
-	bg := context.WithoutCancel(ctx)
 	if callErr == nil {
-		g.settleSuccess(bg, lease, report, reported)
-		if res.Probe {
-			g.liftProbe(bg)
-		}
+		g.afterSuccess(ctx, lease, report, reported, res.Probe)
 		return result, nil
 	}
 	return nil, g.failed(ctx, lease, report, callErr)
+}
+
+// Progress of the store work after a provider's answer (afterSuccess): who
+// reports its outcome is decided once, by compare-and-swap.
+const (
+	settlePending   int32 = iota
+	settleReturned        // Settle returned in time: its caller reports
+	settleAbandoned       // the budget ran out first: afterSuccess reports
+)
+
+// afterSuccess settles a call the provider answered, applies its rate-limit
+// headers and lifts the block whose probe it was, waiting at most
+// settleBudget: past it, it returns (the activity returns the answer) and
+// leaves that work to finish on its own. A settle that lands late still
+// frees the slot; the lease of one that never lands expires after LeaseTTL
+// with the whole reservation spent.
+func (g *gatedCall) afterSuccess(ctx context.Context, lease capacity.Lease, report Report, reported, probe bool) {
+	budget := g.settleBudget(ctx)
+	bg := context.WithoutCancel(ctx)
+	var state atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.settleSuccess(bg, lease, report, reported, &state)
+		if probe {
+			g.liftProbe(bg)
+		}
+	}()
+	t := g.opts.Clock.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C():
+	}
+	if state.CompareAndSwap(settlePending, settleAbandoned) {
+		g.logger(ctx).Warn("tollgate: settle timed out; returning the provider's answer (a late settle still lands, else the lease expires by itself)",
+			"scope", g.scope.Key(), "timeout", budget)
+		g.a.root.tel.settleFailed(ctx, g, "timeout")
+		return
+	}
+	g.logger(ctx).Warn("tollgate: applying the provider's answer timed out after settling", "scope", g.scope.Key(), "timeout", budget)
+}
+
+// settleBudget is how long afterSuccess may take: SettleTimeout, at most
+// half the time left of the attempt and, where the gate may not heartbeat,
+// half the heartbeat timeout.
+func (g *gatedCall) settleBudget(ctx context.Context) time.Duration {
+	b := g.opts.SettleTimeout
+	if !g.info.Deadline.IsZero() {
+		b = min(b, g.info.Deadline.Sub(g.opts.Clock.Now())/2)
+	}
+	if g.info.HeartbeatTimeout > 0 && !g.canHeartbeat(ctx) {
+		b = min(b, g.info.HeartbeatTimeout/2)
+	}
+	return max(b, 0)
 }
 
 func (g *gatedCall) pastDeadline(now time.Time) bool {
@@ -203,14 +261,23 @@ func (g *gatedCall) pastDeadline(now time.Time) bool {
 	return !g.deadline.IsZero() && !now.Before(g.deadline)
 }
 
-func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, report Report, reported bool) {
+// settleSuccess settles the lease of an answered call, then observes the
+// answer's headers, if it moves state from settlePending to settleReturned.
+// A settle that returns after afterSuccess gave up on it (settleAbandoned)
+// reports nothing and skips the headers, stale by then.
+func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, report Report, reported bool, state *atomic.Int32) {
 	outcome := capacity.Completed
 	if !reported || !report.HasUsage {
 		outcome = capacity.Unknown // no usage: keep the whole reservation
 	}
 	final := g.profile.Settle(g.call.Demand, lease.Charges, outcome, report.Usage)
-	if err := g.opts.Store.Settle(ctx, lease, final); err != nil {
+	err := g.opts.Store.Settle(ctx, lease, final)
+	if !state.CompareAndSwap(settlePending, settleReturned) {
+		return
+	}
+	if err != nil {
 		g.logger(ctx).Warn("tollgate: settle failed; the lease expires by itself", "scope", g.scope.Key(), "error", err)
+		g.a.root.tel.settleFailed(ctx, g, "error")
 	}
 	g.a.root.tel.settled(ctx, g, lease.Charges, final)
 	if reported && report.Header != nil {

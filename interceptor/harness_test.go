@@ -211,6 +211,8 @@ type Step struct {
 	Async bool
 	// StartToClose overrides the activity's StartToCloseTimeout.
 	StartToClose time.Duration
+	// Heartbeat sets the activity's HeartbeatTimeout.
+	Heartbeat time.Duration
 }
 
 // Outcome is what the workflow saw of one step.
@@ -241,6 +243,7 @@ func StepsWorkflow(ctx workflow.Context, steps []Step) ([]Outcome, error) {
 		if st.StartToClose > 0 {
 			ao.StartToCloseTimeout = st.StartToClose
 		}
+		ao.HeartbeatTimeout = st.Heartbeat
 		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), "Chat", st.In)
 		collect := func() {
 			var r ChatResult

@@ -128,11 +128,15 @@ func (k *keepalive) stop() capacity.Lease {
 	return k.lease
 }
 
-// heartbeatDuring heartbeats every third of the heartbeat timeout until stop
-// is called, for waits in which the activity cannot heartbeat itself.
-func (g *gatedCall) heartbeatDuring(ctx context.Context) (stop func()) {
+// heartbeatDuring heartbeats every third of the heartbeat timeout (first
+// at once, if now) until stop is called, for waits in which the activity
+// cannot heartbeat itself.
+func (g *gatedCall) heartbeatDuring(ctx context.Context, now bool) (stop func()) {
 	if !g.canHeartbeat(ctx) {
 		return func() {}
+	}
+	if now {
+		g.heartbeat(ctx)
 	}
 	quit, done := make(chan struct{}), make(chan struct{})
 	every := max(g.info.HeartbeatTimeout/3, 10*time.Millisecond)

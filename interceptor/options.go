@@ -30,6 +30,7 @@ const (
 	DefaultBreakerCooldown     = 15 * time.Second
 	DefaultQuotaBlockUnknown   = time.Hour
 	DefaultMinRetryDelay       = 100 * time.Millisecond
+	DefaultSettleTimeout       = 3 * time.Second
 	defaultFailureCountHorizon = 24 * time.Hour
 )
 
@@ -70,6 +71,15 @@ type Options struct {
 	// for the call itself; a call that cannot be admitted that early is
 	// refused. If zero, DefaultMinCallTime.
 	MinCallTime time.Duration
+	// SettleTimeout bounds the store work after a provider answered
+	// (settle, rate-limit headers, lifting a probe's block); the attempt
+	// heartbeats meanwhile. Past it the activity returns the answer anyway,
+	// so a store stall never runs an answered call again: the settle goes
+	// on in the background (a lease it never settles expires after
+	// LeaseTTL) and tollgate.settle.failures counts it. It is kept under
+	// half the attempt's time left and, where the gate may not heartbeat,
+	// half the heartbeat timeout. If zero, DefaultSettleTimeout.
+	SettleTimeout time.Duration
 	// MinMaximumAttempts is the smallest RetryPolicy.MaximumAttempts a
 	// model-call activity may have other than 0 (unlimited): every
 	// rate-limit wait costs an attempt, so a small cap turns waiting into
@@ -123,7 +133,7 @@ func (o Options) withDefaults() (Options, error) {
 	for name, d := range map[string]time.Duration{
 		"LeaseTTL": o.LeaseTTL, "MinCallTime": o.MinCallTime, "CredentialBlock": o.CredentialBlock,
 		"HalfOpen": o.HalfOpen, "BreakerWindow": o.BreakerWindow, "BreakerCooldown": o.BreakerCooldown,
-		"QuotaBlockUnknown": o.QuotaBlockUnknown,
+		"QuotaBlockUnknown": o.QuotaBlockUnknown, "SettleTimeout": o.SettleTimeout,
 	} {
 		if d < 0 {
 			return o, fmt.Errorf("%w: %s is %v; want >= 0 (0 means the default)", ErrInvalidOptions, name, d)
@@ -151,6 +161,7 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.BreakerWindow, DefaultBreakerWindow)
 	def(&o.BreakerCooldown, DefaultBreakerCooldown)
 	def(&o.QuotaBlockUnknown, DefaultQuotaBlockUnknown)
+	def(&o.SettleTimeout, DefaultSettleTimeout)
 	if o.MinMaximumAttempts == 0 {
 		o.MinMaximumAttempts = DefaultMinMaximumAttempts
 	}

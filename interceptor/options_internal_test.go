@@ -40,6 +40,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"negative ttl", Options{Store: store, Limits: limits, LeaseTTL: -time.Second}},
 		{"short ttl", Options{Store: store, Limits: limits, LeaseTTL: time.Second}},
 		{"negative failures", Options{Store: store, Limits: limits, MaxFailures: -1}},
+		{"negative settle timeout", Options{Store: store, Limits: limits, SettleTimeout: -time.Second}},
 	} {
 		_, err := New(tc.opts)
 		assert.ErrorIs(t, err, ErrInvalidOptions, tc.name)
@@ -49,4 +50,5 @@ func TestOptionsValidation(t *testing.T) {
 	assert.Equal(t, DefaultMaxLocalWait, o.MaxLocalWait)
 	assert.Equal(t, DefaultLeaseTTL, o.LeaseTTL)
 	assert.Equal(t, DefaultMaxFailures, o.MaxFailures)
+	assert.Equal(t, DefaultSettleTimeout, o.SettleTimeout)
 }

@@ -29,6 +29,7 @@ type telemetry struct {
 	estimated  metric.Int64Counter
 	actual     metric.Int64Counter
 	lost       metric.Int64Counter
+	settleErr  metric.Int64Counter
 
 	store  capacity.Store
 	scopes sync.Map // capacity.Scope → struct{}: the scopes this worker gated
@@ -53,6 +54,7 @@ func newTelemetry(o Options) *telemetry {
 	t.estimated, _ = m.Int64Counter("tollgate.tokens.reserved", metric.WithDescription("Tokens reserved at admission, by dimension."))
 	t.actual, _ = m.Int64Counter("tollgate.tokens.settled", metric.WithDescription("Tokens charged at settlement, by dimension."))
 	t.lost, _ = m.Int64Counter("tollgate.lease.lost", metric.WithDescription("Leases that expired before their call ended."))
+	t.settleErr, _ = m.Int64Counter("tollgate.settle.failures", metric.WithDescription("Settlements that failed (reason error) or were given up after SettleTimeout (reason timeout); their leases expire by themselves."))
 	t.store = o.Store
 	level, _ := m.Float64ObservableGauge("tollgate.budget.level", metric.WithDescription("Budget level per scope and dimension (negative: debt and booked tickets)."))
 	inflight, _ := m.Int64ObservableGauge("tollgate.inflight", metric.WithDescription("Calls in flight per scope, across workers sharing the store."))
@@ -131,6 +133,12 @@ func (t *telemetry) failed(ctx context.Context, g *gatedCall, v tgerrors.Verdict
 
 func (t *telemetry) leaseLost(ctx context.Context, g *gatedCall) {
 	t.lost.Add(ctx, 1, metric.WithAttributes(attribute.String("scope", g.scope.Key())))
+}
+
+// settleFailed counts a settlement that failed or timed out; reason is
+// "error" or "timeout".
+func (t *telemetry) settleFailed(ctx context.Context, g *gatedCall, reason string) {
+	t.settleErr.Add(ctx, 1, metric.WithAttributes(attribute.String("scope", g.scope.Key()), attribute.String("reason", reason)))
 }
 
 // attemptBucket keeps the attempt attribute's cardinality small.

@@ -1,0 +1,123 @@
+package interceptor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/interceptor"
+)
+
+// slowSettles delays every settlement by delay, or until the test ends if
+// delay is zero, whatever its context says: a stalled Redis holds a settle
+// that is already on the wire the same way.
+type slowSettles struct {
+	*capacity.MemoryStore
+	delay time.Duration
+	stall chan struct{}
+}
+
+func newSlowSettles(t *testing.T, store *capacity.MemoryStore, delay time.Duration) slowSettles {
+	s := slowSettles{MemoryStore: store, delay: delay, stall: make(chan struct{})}
+	t.Cleanup(func() { close(s.stall) })
+	return s
+}
+
+func (s slowSettles) Settle(ctx context.Context, l capacity.Lease, final capacity.Charges) error {
+	if s.delay == 0 {
+		<-s.stall
+		return context.Canceled
+	}
+	time.Sleep(s.delay)
+	return s.MemoryStore.Settle(ctx, l, final)
+}
+
+// settleFailures sums tollgate.settle.failures by reason.
+func settleFailures(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "tollgate.settle.failures" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				reason, _ := dp.Attributes.Value("reason")
+				out[reason.AsString()] += dp.Value
+			}
+		}
+	}
+	return out
+}
+
+// A settle slower than the heartbeat timeout but within SettleTimeout: the
+// gate heartbeats until it lands, so the attempt is not timed out and the
+// call is not made again.
+func TestSlowSettleKeepsTheAttemptAlive(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+	e := newEnvWithStore(t, store, rpmLimits(6000), func(o *interceptor.Options) {
+		o.Store = newSlowSettles(t, store, 900*time.Millisecond)
+		o.SettleTimeout = 5 * time.Second
+		o.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	})
+	out := e.run(t, Step{In: call("gpt-4o", "team-a"), Heartbeat: 300 * time.Millisecond})
+	require.True(t, out[0].OK, out[0].Type)
+	assert.Len(t, e.attemptLog(), 1, "one attempt")
+	assert.Equal(t, int64(1), e.provider.calls.Load(), "one provider call")
+	snap, err := store.Snapshot(context.Background(), gpt4o)
+	require.NoError(t, err)
+	assert.Empty(t, snap.Leases, "settled")
+	assert.Empty(t, settleFailures(t, reader))
+}
+
+// A settle slower than SettleTimeout: the activity returns the provider's
+// answer once SettleTimeout has passed, heartbeating until then, and counts
+// the settle as timed out; the settle still lands later and frees the slot.
+func TestStalledSettleReturnsTheAnswer(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+	e := newEnvWithStore(t, store, rpmLimits(6000), func(o *interceptor.Options) {
+		o.Store = newSlowSettles(t, store, 2*time.Second)
+		o.SettleTimeout = time.Second
+		o.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	})
+	start := time.Now()
+	out := e.run(t, Step{In: call("gpt-4o", "team-a"), Heartbeat: 300 * time.Millisecond})
+	took := time.Since(start)
+	require.True(t, out[0].OK, out[0].Type)
+	assert.Len(t, e.attemptLog(), 1, "one attempt")
+	assert.Equal(t, int64(1), e.provider.calls.Load(), "one provider call")
+	assert.GreaterOrEqual(t, took, time.Second, "waited SettleTimeout for the settle")
+	assert.Less(t, took, 2*time.Second, "then returned, before the settle landed")
+	assert.Equal(t, map[string]int64{"timeout": 1}, settleFailures(t, reader))
+	assert.Eventually(t, func() bool {
+		snap, err := store.Snapshot(context.Background(), gpt4o)
+		return err == nil && len(snap.Leases) == 0
+	}, 5*time.Second, 10*time.Millisecond, "the late settle freed the slot")
+}
+
+// The settle budget stays under half of what is left of the attempt, so a
+// stalled settle never runs into the start-to-close timeout.
+func TestStalledSettleStaysInsideStartToClose(t *testing.T) {
+	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+	e := newEnvWithStore(t, store, rpmLimits(6000), func(o *interceptor.Options) {
+		o.Store = newSlowSettles(t, store, 0)
+		o.SettleTimeout = time.Minute
+	})
+	start := time.Now()
+	out := e.run(t, Step{In: call("gpt-4o", "team-a"), StartToClose: 3 * time.Second})
+	took := time.Since(start)
+	require.True(t, out[0].OK, out[0].Type)
+	assert.Len(t, e.attemptLog(), 1, "one attempt")
+	assert.Equal(t, int64(1), e.provider.calls.Load(), "one provider call")
+	assert.Less(t, took, 3*time.Second, "returned inside start-to-close")
+}
