@@ -27,7 +27,10 @@ type Store interface {
 	// Settle ends a lease with its final charges (see Profile.Settle): the
 	// difference from the reservation is refunded (bounded by capacity) or
 	// becomes debt; the in-flight slot is freed. Settling a lease the store no
-	// longer holds (expired) applies only the debt.
+	// longer holds (expired) applies only the debt. A lease settles once:
+	// settling or releasing it again within EndedLeaseMemory applies
+	// nothing. Final charges below zero count as zero, and the debt in a
+	// dimension is at most its whole limit (no call uses more).
 	Settle(ctx context.Context, lease Lease, final Charges) error
 	// Release ends a lease whose call never reached the provider: every
 	// charge is refunded and the slot freed. Releasing an unknown lease, or a
@@ -39,7 +42,10 @@ type Store interface {
 	// Observe corrects the scope's budget from what the provider reported.
 	// The level of each reported dimension becomes at most the reported
 	// remaining minus what was granted after obs.Mark; a reported limit below
-	// the configured one lowers it. A reset value never changes a rate.
+	// the configured one lowers it, to MinReportedFraction of it at the
+	// least, until LoweredLimitMemory after the last report of one. A
+	// reported limit never makes a call inadmissible (it only waits), and a
+	// reset value never changes a rate.
 	Observe(ctx context.Context, scope Scope, obs Observation) error
 	// Block makes the scope (or, with b.Credential, every scope on its
 	// credential) unusable until b.Until, measured from the caller's clock:
@@ -53,7 +59,8 @@ type Store interface {
 	// Unblock lifts the scope's block (or, with credential, the block of its
 	// credential).
 	Unblock(ctx context.Context, scope Scope, credential bool) error
-	// Snapshot returns the scope's levels, leases, tickets and blocks.
+	// Snapshot returns the scope's levels, leases, tickets and blocks as of
+	// now, without changing the scope: metrics and tools may read it freely.
 	Snapshot(ctx context.Context, scope Scope) (Snapshot, error)
 	// AddFailure records one real failure of call (never a rate-limit wait)
 	// and returns the call's failure count, shared by every worker. A count
