@@ -42,7 +42,7 @@ local HALF_OPEN_MEMORY = 86400000000
 -- capacity.MaxBlock (µs): the longest a block lasts
 local MAX_BLOCK = 2678400000000
 -- capacity.EndedLeaseMemory (µs)
-local ENDED_LEASE_MEMORY = 600000000
+local ENDED_LEASE_MEMORY = 60000000
 -- capacity.DenyReason
 local DENY_CAPACITY = 1
 local DENY_BLOCKED = 2
