@@ -1,11 +1,13 @@
 // Command starter starts the sample's nightly batch and asks the assistant
-// one question while it runs.
+// one question while it runs. It dials Temporal at TEMPORAL_ADDRESS (default
+// localhost:7233).
 package main
 
 import (
 	"context"
 	"flag"
 	"log"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -16,7 +18,7 @@ import (
 func main() {
 	docs := flag.Int("docs", 300, "documents in the batch")
 	flag.Parse()
-	c, err := client.Dial(client.Options{})
+	c, err := client.Dial(client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS")})
 	if err != nil {
 		log.Fatalln("unable to connect to Temporal:", err)
 	}
