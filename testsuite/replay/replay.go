@@ -1,12 +1,18 @@
 // Package replay checks that workflows replay deterministically against
 // histories recorded on a real Temporal server — the guard against a code
-// change that would break workflows in flight. Record histories with
-// Fetch (or `temporal workflow show --output json`), keep them as test data,
-// and replay them in a test with Check or CheckFile.
+// change that would break workflows in flight. Record histories with Fetch
+// and Save (or `temporal workflow show --output json`), commit them as test
+// data, and replay them in a plain unit test with CheckFile.
+//
+// It is a thin layer over the SDK: Fetch reads client.GetWorkflowHistory,
+// Load is client.HistoryFromJSON and CheckFile is
+// worker.WorkflowReplayer.ReplayWorkflowHistoryFromJSONFile.
 package replay
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -39,23 +45,32 @@ func Fetch(ctx context.Context, c client.Client, workflowID, runID string) (*his
 	return h, nil
 }
 
-// Save writes h as JSON (the format the Temporal CLI shows) to path.
+// Save writes h to path as indented protobuf JSON, which Load, CheckFile
+// and the SDK's replayer read. The output is stable: the same history
+// always gives the same bytes.
 func Save(h *historypb.History, path string) error {
-	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
+	b, err := protojson.Marshal(h)
 	if err != nil {
-		return err
+		return fmt.Errorf("replay: %s: %w", path, err)
 	}
-	return os.WriteFile(path, b, 0o644)
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return fmt.Errorf("replay: %s: %w", path, err)
+	}
+	out.WriteByte('\n')
+	return os.WriteFile(path, out.Bytes(), 0o644)
 }
 
-// Load reads a history saved by Save or by `temporal workflow show --output json`.
+// Load reads a history saved by Save or by `temporal workflow show --output
+// json`, with client.HistoryFromJSON.
 func Load(path string) (*historypb.History, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	h := &historypb.History{}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, h); err != nil {
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
 		return nil, fmt.Errorf("replay: %s: %w", path, err)
 	}
 	if len(h.Events) == 0 {
@@ -66,7 +81,7 @@ func Load(path string) (*historypb.History, error) {
 
 // Check replays h with the workflows that register registers on a fresh
 // replayer, and returns the nondeterminism error if the code no longer
-// produces the recorded commands.
+// produces the recorded commands. logger may be nil (the SDK's default).
 func Check(h *historypb.History, logger log.Logger, register func(worker.WorkflowReplayer)) error {
 	if h == nil || len(h.Events) == 0 {
 		return ErrEmptyHistory
@@ -76,11 +91,13 @@ func Check(h *historypb.History, logger log.Logger, register func(worker.Workflo
 	return r.ReplayWorkflowHistory(logger, h)
 }
 
-// CheckFile is Check on a history file.
+// CheckFile is Check on a history file, replayed with the SDK's
+// ReplayWorkflowHistoryFromJSONFile.
 func CheckFile(path string, logger log.Logger, register func(worker.WorkflowReplayer)) error {
-	h, err := Load(path)
-	if err != nil {
-		return err
+	r := worker.NewWorkflowReplayer()
+	register(r)
+	if err := r.ReplayWorkflowHistoryFromJSONFile(logger, path); err != nil {
+		return fmt.Errorf("replay: %s: %w", path, err)
 	}
-	return Check(h, logger, register)
+	return nil
 }
