@@ -14,7 +14,7 @@ REDIS_PORT          ?= 6390
 export TOLLGATE_REDIS_ADDR ?= 127.0.0.1:$(REDIS_PORT)
 export TOLLGATE_TEMPORAL_CLI ?= $(GOBIN)/temporal
 
-.PHONY: all test unit lint fmt vet staticcheck bench fuzz demo tools redis temporal clean
+.PHONY: all test unit lint fmt vet staticcheck bench fuzz demo histories tools redis temporal clean
 
 all: test
 
@@ -68,6 +68,11 @@ $(GOBIN)/temporal:
 ## demo: a nightly batch and an interactive assistant share one quota on a real dev server.
 demo: temporal
 	$(GO) run ./samples/assistant-batch/demo $(DEMO_FLAGS)
+
+## histories: record the replay histories (workflows/testdata/histories) again
+## on a dev server the recorder starts; commit them after a deliberate change.
+histories: temporal
+	TOLLGATE_RECORD_HISTORIES=1 $(GO) test -count=1 -v -run '^TestRecordHistories$$' ./workflows/
 
 clean:
 	-@[ -f .redis/redis.pid ] && kill $$(cat .redis/redis.pid) 2>/dev/null; rm -rf .redis
