@@ -13,6 +13,9 @@
 // the call). Results carry the text, the usage and only the rate-limit
 // headers.
 //
+// Importing this package registers the readers of both SDKs' errors
+// (errors/openaierr, errors/anthropicerr), so the gate classifies them.
+//
 //	oa, _ := activities.NewOpenAI(activities.OpenAIOptions{Credentials: activities.EnvCredentials{Prefix: "OPENAI_API_KEY_"}})
 //	an, _ := activities.NewAnthropic(activities.AnthropicOptions{Credentials: activities.EnvCredentials{Prefix: "ANTHROPIC_API_KEY_"}})
 //	w.RegisterActivity(oa) // activity "Chat"

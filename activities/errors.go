@@ -8,6 +8,10 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	// The readers of the SDKs these activities call: Classify here and the
+	// gate in the worker read their typed errors.
+	_ "github.com/tollgate-dev/tollgate/errors/anthropicerr"
+	_ "github.com/tollgate-dev/tollgate/errors/openaierr"
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
 

@@ -46,10 +46,13 @@ func (c Classifier) geminiDayReset() capacity.DayBoundary {
 
 // Classify returns the verdict on err, a failure of a call to provider p (if
 // p is empty, the SDK that produced err names it), as of now on the caller's
-// clock. It reads the official SDKs' typed errors anywhere in err's chain;
+// clock. It reads provider SDKs' typed errors anywhere in err's chain
+// through the registered Readers (RegisterReader; importing
+// errors/openaierr, errors/anthropicerr or errors/geminierr registers one);
 // other errors are Canceled (context.Canceled, context.DeadlineExceeded),
-// Transient (network errors, EOF, timeouts) or Unknown. Classify(p, nil, now)
-// is Unknown.
+// Transient (network errors, EOF, timeouts) or Unknown. An Unknown verdict
+// on an official SDK's error whose reader is not registered names the
+// package to import in its Message. Classify(p, nil, now) is Unknown.
 //
 // Classify cannot tell the caller's deadline from a client's own request
 // timeout, which also reports context.DeadlineExceeded; ClassifyContext can.
@@ -72,8 +75,12 @@ func (c Classifier) ClassifyContext(ctx context.Context, p capacity.Provider, er
 // as its status, headers and body, for hand-written clients. It never fails:
 // a response it cannot read is Unknown or classified by status alone.
 func (c Classifier) ClassifyHTTP(p capacity.Provider, status int, h http.Header, body []byte, now time.Time) Verdict {
-	ev := evidence{status: status, header: h}
-	parseBody(&ev, body)
+	return c.decideResponse(p, Response{Status: status, Header: h, Body: body}, now)
+}
+
+func (c Classifier) decideResponse(p capacity.Provider, r Response, now time.Time) Verdict {
+	ev := evidence{sdk: r.Provider, status: r.Status, header: r.Header}
+	parseBody(&ev, r.Body)
 	return c.decide(p, &ev, now)
 }
 
@@ -81,8 +88,8 @@ func (c Classifier) classify(ctx context.Context, p capacity.Provider, err error
 	if err == nil {
 		return Verdict{Class: Unknown, Provider: p, Retryable: true}
 	}
-	if ev, ok := sdkEvidence(err); ok {
-		return c.decide(p, &ev, now)
+	if r, ok := readResponse(err); ok {
+		return c.decideResponse(p, r, now)
 	}
 	if ctxErr, ok := contextCause(ctx, err); ok {
 		return Verdict{Class: Canceled, Provider: p, Message: sanitizeMessage(ctxErr.Error()), ctxErr: ctxErr}
@@ -91,7 +98,11 @@ func (c Classifier) classify(ctx context.Context, p capacity.Provider, err error
 	if isTransient(err) {
 		class = Transient
 	}
-	return Verdict{Class: class, Provider: p, Retryable: class.Retryable(), Message: errorMessage(err)}
+	msg := errorMessage(err)
+	if reader, ok := unreadSDKError(err, sdkReaderPackages); class == Unknown && ok {
+		msg = sanitizeMessage("unread SDK error (import " + reader + "): " + msg)
+	}
+	return Verdict{Class: class, Provider: p, Retryable: class.Retryable(), Message: msg}
 }
 
 // contextCause reports whether err is the end of the caller's context and

@@ -7,10 +7,14 @@
 // means come back when it resets; a 401 means every model on that credential
 // is dead; a 400 fails the same way forever. Classify, ClassifyContext and
 // ClassifyHTTP decide which, from the strongest evidence first: the official
-// SDKs' typed errors (*openai.Error, *anthropic.Error, genai.APIError), then
-// the provider's structured fields (HTTP status, error code and type, Gemini's
-// QuotaFailure, RetryInfo and ErrorInfo, retry-after and rate-limit headers),
-// and only then the message text.
+// SDKs' typed errors, then the provider's structured fields (HTTP status,
+// error code and type, Gemini's QuotaFailure, RetryInfo and ErrorInfo,
+// retry-after and rate-limit headers), and only then the message text.
+//
+// This package imports no provider SDK. A Reader turns an SDK's typed error
+// into the Response it stands for; importing errors/openaierr
+// (*openai.Error), errors/anthropicerr (*anthropic.Error) or
+// errors/geminierr (genai.APIError) registers one (RegisterReader).
 //
 // Converter.ActivityError turns a Verdict into a *temporal.ApplicationError
 // with a stable, namespaced type (TypeRateLimited, ...), NonRetryable for

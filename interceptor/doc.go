@@ -16,7 +16,10 @@
 // ModelResult, or the activity calls SetReport — on failure too, and with
 // NotSent when the request never left, so the reservation is refunded. A
 // failed call returns the provider SDK's error as it is: the gate
-// classifies it.
+// classifies it with Options.Classifier, which reads an SDK's typed errors
+// once the worker imports that SDK's reader (errors/openaierr,
+// errors/anthropicerr, errors/geminierr; the activities package imports the
+// first two).
 //
 // # What the gate does
 //

@@ -26,6 +26,9 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	// What a worker running its own openai-go activities imports so the gate
+	// reads *openai.Error (the activities package imports it too).
+	_ "github.com/tollgate-dev/tollgate/errors/openaierr"
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
