@@ -1,6 +1,7 @@
 // Package activities holds ready model-call activities on the official
-// provider SDKs — OpenAI chat completions (github.com/openai/openai-go/v3)
-// and Anthropic messages (github.com/anthropics/anthropic-sdk-go) — built on
+// provider SDKs — OpenAI chat completions (github.com/openai/openai-go/v3),
+// Anthropic messages (github.com/anthropics/anthropic-sdk-go) and Gemini
+// generateContent (google.golang.org/genai) — built on
 // the interceptor's contract: their inputs implement interceptor.ModelCall,
 // their Result implements interceptor.ModelResult.
 //
@@ -9,8 +10,8 @@
 // credential scope name (Credentials), so they never appear in activity
 // input or workflow history. Input tokens are counted with OpenAI's
 // tokenizer (tiktoken, offline) for OpenAI models and estimated for
-// Anthropic (3 bytes a token, erring high; settled to actual usage after
-// the call). Results carry the text, the usage and only the rate-limit
+// Anthropic and Gemini (3 bytes a token, erring high; settled to actual
+// usage after the call). Results carry the text, the usage and only the rate-limit
 // headers.
 //
 // Importing this package registers the readers of both SDKs' errors
@@ -18,6 +19,8 @@
 //
 //	oa, _ := activities.NewOpenAI(activities.OpenAIOptions{Credentials: activities.EnvCredentials{Prefix: "OPENAI_API_KEY_"}})
 //	an, _ := activities.NewAnthropic(activities.AnthropicOptions{Credentials: activities.EnvCredentials{Prefix: "ANTHROPIC_API_KEY_"}})
+//	gm, _ := activities.NewGemini(activities.GeminiOptions{Credentials: activities.EnvCredentials{Prefix: "GEMINI_API_KEY_"}})
 //	w.RegisterActivity(oa) // activity "Chat"
 //	w.RegisterActivity(an) // activity "Messages"
+//	w.RegisterActivity(gm) // activity "GenerateContent"
 package activities

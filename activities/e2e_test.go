@@ -37,6 +37,24 @@ func TestEndToEnd(t *testing.T) {
 		res := runGoodput(t, &e.harness, "gated", spec("Messages", modelAnthropic))
 		assertGoodput(t, measure(e.fp, scope(modelAnthropic), testsuite.InputTokens), res)
 	})
+	t.Run("Gemini", func(t *testing.T) {
+		res := runGoodput(t, &e.harness, "gated", spec("GenerateContent", modelGemini))
+		f := measure(e.fp, scope(modelGemini), testsuite.InputTokens)
+		assertGoodput(t, f, res)
+		// The gate counted the day on Gemini's boundary: midnight Pacific.
+		snap, err := e.store.Snapshot(context.Background(), capacity.Scope{Provider: capacity.Gemini, LimitGroup: modelGemini, Credential: "e2e"})
+		require.NoError(t, err)
+		pacific, err := time.LoadLocation("America/Los_Angeles")
+		require.NoError(t, err)
+		assert.True(t, snap.DayResetAt.Equal(capacity.DayBoundary{Location: pacific}.Next(snap.Now)),
+			"per-day budget resets at %v", snap.DayResetAt)
+		var output int64
+		for _, en := range e.fp.ScopeEntries(scope(modelGemini)) {
+			output += en.Usage.OutputTokens
+		}
+		t.Logf("gemini: %d output tokens reported (not metered per minute); day resets at %v (%v)",
+			output, snap.DayResetAt.UTC().Format(time.RFC3339), snap.DayResetAt.Format("15:04 MST"))
+	})
 	t.Run("TwoWorkersOneRedisBudget", func(t *testing.T) {
 		// Two workers, each with its own Redis store on the same Redis: one
 		// budget, shared.

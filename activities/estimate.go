@@ -91,3 +91,12 @@ func EstimateAnthropicTokens(system string, messages []Message) int64 {
 func estimateBytes(s string) int64 {
 	return int64((float64(len(s)) + anthropicBytesPerToken - 1) / anthropicBytesPerToken)
 }
+
+// EstimateGeminiTokens estimates the input tokens of a generateContent
+// request as EstimateAnthropicTokens does: Google's tokenizer is not offline
+// either (countTokens is a request), and Gemini averages about 4 bytes of
+// English per token, so 3 bytes a token errs high; the reservation is
+// settled to the reported promptTokenCount.
+func EstimateGeminiTokens(system string, messages []Message) int64 {
+	return EstimateAnthropicTokens(system, messages)
+}

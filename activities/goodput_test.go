@@ -30,7 +30,7 @@ const (
 // GoodputSpec is the input of GoodputWorkflow: which activity to run, how
 // many times, and the shape of each call.
 type GoodputSpec struct {
-	Activity  string // "Chat" (OpenAI) or "Messages" (Anthropic)
+	Activity  string // "Chat" (OpenAI), "Messages" (Anthropic) or "GenerateContent" (Gemini)
 	Model     string
 	N         int
 	MaxTokens int64
@@ -73,6 +73,13 @@ func GoodputWorkflow(ctx workflow.Context, spec GoodputSpec) (GoodputResult, err
 	for i := range futs {
 		p := prompt(i, spec.Words)
 		msgs := []activities.Message{{Role: "user", Content: p}}
+		if spec.Activity == "GenerateContent" {
+			futs[i] = workflow.ExecuteActivity(ctx, spec.Activity, activities.GeminiGenerateRequest{
+				Model: spec.Model, Credential: "e2e", Messages: msgs, MaxTokens: spec.MaxTokens,
+				InputTokens: testsuite.PromptTokens(p),
+			})
+			continue
+		}
 		if spec.Activity == "Messages" {
 			futs[i] = workflow.ExecuteActivity(ctx, spec.Activity, activities.AnthropicMessagesRequest{
 				Model: spec.Model, Credential: "e2e", Messages: msgs, MaxTokens: spec.MaxTokens,

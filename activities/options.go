@@ -9,13 +9,13 @@ import (
 )
 
 // ClientOptions configures the provider SDK clients of the activities
-// (OpenAIOptions and AnthropicOptions are this type).
+// (OpenAIOptions, AnthropicOptions and GeminiOptions are this type).
 type ClientOptions struct {
 	// Credentials resolves credential scope names to API keys. Required.
 	Credentials Credentials
 	// BaseURL is the API's base URL. If empty, the SDK's default; set it
 	// for proxies, compatible gateways or the testsuite's fake provider
-	// (FakeProvider.OpenAIBaseURL, AnthropicBaseURL).
+	// (FakeProvider.OpenAIBaseURL, AnthropicBaseURL, GeminiBaseURL).
 	BaseURL string
 	// HTTPClient sends the requests. If nil, the SDK's default client.
 	HTTPClient *http.Client

@@ -1,5 +1,7 @@
 package capacity
 
+import "time"
+
 // Demand is the estimated cost of one model call, known before dispatch.
 type Demand struct {
 	// Requests is the number of requests (0 means 1).
@@ -215,8 +217,39 @@ func (AnthropicProfile) Settle(d Demand, reserved Charges, o Outcome, u Usage) C
 
 // GeminiProfile is Gemini's accounting (Gemini API rate limits: RPM, TPM of
 // input tokens, RPD): requests and input tokens. Output is not metered per
-// minute; TokensPerDay, if set, counts input.
+// minute; TokensPerDay, if set, counts input. Its per-day quotas reset at
+// midnight Pacific time (DayReset).
 type GeminiProfile struct{}
+
+// DayResetter is implemented by a Profile whose provider resets its per-day
+// quotas at a boundary of its own rather than midnight UTC.
+type DayResetter interface {
+	// DayReset returns the provider's daily reset.
+	DayReset() DayBoundary
+}
+
+// DayReset returns midnight America/Los_Angeles: the Gemini API's per-day
+// quotas (RPD) reset at midnight Pacific time.
+func (GeminiProfile) DayReset() DayBoundary { return DayBoundary{Location: pacific} }
+
+// ProfileDayReset returns l with DayReset set to p's day boundary when p is a
+// DayResetter and l leaves DayReset zero. Limits that set a Location (even
+// time.UTC) or an Offset keep their own. The gate applies it to every call.
+func ProfileDayReset(l Limits, p Profile) Limits {
+	if r, ok := p.(DayResetter); ok && l.DayReset == (DayBoundary{}) {
+		l.DayReset = r.DayReset()
+	}
+	return l
+}
+
+// pacific is America/Los_Angeles; without a time zone database, Pacific
+// standard time (an hour late in summer).
+var pacific = func() *time.Location {
+	if loc, err := time.LoadLocation("America/Los_Angeles"); err == nil {
+		return loc
+	}
+	return time.FixedZone("PST", -8*60*60)
+}()
 
 // Name returns "gemini".
 func (GeminiProfile) Name() string { return string(Gemini) }

@@ -89,6 +89,7 @@ func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, 
 	if !ok {
 		return nil, misconfigured("no accounting profile for provider " + string(call.Provider))
 	}
+	limits = capacity.ProfileDayReset(limits, profile)
 	g := &gatedCall{
 		a: a, opts: o, info: info, call: call, scope: scope, limits: limits, profile: profile,
 		charges: profile.Charges(call.Demand), id: callID(info), state: &callState{},

@@ -116,20 +116,30 @@ func (b *bucket) untilFull() time.Duration {
 	return time.Duration(math.Ceil((b.capacity - b.level) * float64(time.Minute) / float64(b.limit)))
 }
 
-// dayCounter is a daily quota: a count that resets at midnight UTC.
+// dayCounter is a daily quota: a count that resets at midnight in loc
+// (UTC if nil).
 type dayCounter struct {
-	start    time.Time // midnight UTC that began the current day
+	loc      *time.Location
+	start    time.Time // midnight in loc that began the current day
 	requests int64
 	tokens   int64
 }
 
 // roll resets the counter if now is on a later day than its start.
 func (c *dayCounter) roll(now time.Time) {
-	day := now.UTC().Truncate(24 * time.Hour)
+	loc := c.loc
+	if loc == nil {
+		loc = time.UTC
+	}
+	lt := now.In(loc)
+	day := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
 	if day.After(c.start) {
-		*c = dayCounter{start: day}
+		*c = dayCounter{loc: c.loc, start: day}
 	}
 }
 
-// resetAt returns when the current day's quota resets.
-func (c *dayCounter) resetAt() time.Time { return c.start.Add(24 * time.Hour) }
+// resetAt returns when the current day's quota resets: the next midnight in
+// loc (23 or 25 hours away on the days clocks change).
+func (c *dayCounter) resetAt() time.Time {
+	return time.Date(c.start.Year(), c.start.Month(), c.start.Day()+1, 0, 0, 0, 0, c.start.Location())
+}

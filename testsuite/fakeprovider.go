@@ -22,6 +22,10 @@ const (
 	// Anthropic is POST /v1/messages; ITPM is charged input without cache
 	// reads at admission, OTPM the output produced.
 	Anthropic Provider = "anthropic"
+	// Gemini is POST /v1beta/models/{model}:generateContent; TPM is charged
+	// the input tokens at admission (output is not metered per minute), and
+	// the per-day quotas reset at midnight America/Los_Angeles.
+	Gemini Provider = "gemini"
 )
 
 // Defaults used when Options leaves a field empty.
@@ -32,6 +36,9 @@ const (
 	DefaultOpenAIModel = "gpt-4o-mini"
 	// DefaultAnthropicModel is served, without limits, when Options.Models is empty.
 	DefaultAnthropicModel = "claude-sonnet-4-5"
+	// DefaultGeminiModel names the Gemini model of the examples; it is not
+	// served unless listed in Options.Models.
+	DefaultGeminiModel = "gemini-2.5-flash"
 	// DefaultOrganization names the organization in OpenAI's 429 messages.
 	DefaultOrganization = "org-tollgatefake"
 	// DefaultMaxBodyBytes is the largest request body accepted (413 beyond).
@@ -57,11 +64,11 @@ type Model struct {
 	// gets its own copy.
 	Limits Limits
 	// ContextWindow is the most tokens of prompt + max_tokens. If zero,
-	// 128000 for OpenAI and 200000 for Anthropic.
+	// 128000 for OpenAI, 200000 for Anthropic and 1048576 for Gemini.
 	ContextWindow int64
 	// MaxOutputTokens is the largest max_tokens accepted, and OpenAI's
 	// max_tokens when a request omits it (capped by the context left). If
-	// zero, 16384 for OpenAI and 64000 for Anthropic.
+	// zero, 16384 for OpenAI, 64000 for Anthropic and 65536 for Gemini.
 	MaxOutputTokens int64
 }
 
@@ -224,8 +231,15 @@ func (m *Model) fill() error {
 		if m.MaxOutputTokens == 0 {
 			m.MaxOutputTokens = 64000
 		}
+	case Gemini:
+		if m.ContextWindow == 0 {
+			m.ContextWindow = 1 << 20
+		}
+		if m.MaxOutputTokens == 0 {
+			m.MaxOutputTokens = 65536
+		}
 	default:
-		return fmt.Errorf("testsuite: model %q: unknown Provider %q (want %q or %q)", m.Name, m.Provider, OpenAI, Anthropic)
+		return fmt.Errorf("testsuite: model %q: unknown Provider %q (want %q, %q or %q)", m.Name, m.Provider, OpenAI, Anthropic, Gemini)
 	}
 	if m.ContextWindow < 0 || m.MaxOutputTokens < 0 {
 		return fmt.Errorf("testsuite: model %q: negative ContextWindow or MaxOutputTokens", m.Name)
@@ -259,6 +273,10 @@ func (p *FakeProvider) OpenAIBaseURL() string { return p.server.URL + "/v1" }
 // option.WithBaseURL (URL itself): the SDK then posts to /v1/messages.
 func (p *FakeProvider) AnthropicBaseURL() string { return p.server.URL }
 
+// GeminiBaseURL returns the base URL for genai's HTTPOptions.BaseURL (URL
+// itself): the SDK then posts to /v1beta/models/{model}:generateContent.
+func (p *FakeProvider) GeminiBaseURL() string { return p.server.URL + "/" }
+
 // Close answers the requests still waiting out their latency as canceled,
 // and shuts the server down. It is safe to call more than once.
 func (p *FakeProvider) Close() {
@@ -288,7 +306,9 @@ func (p *FakeProvider) scopeLocked(s Scope) *scopeState {
 	if st, ok := p.scopes.Load(s); ok {
 		return st.(*scopeState)
 	}
-	st := newScopeState(p.models[s.Model].Limits, p.clock.Now())
+	m := p.models[s.Model]
+	st := newScopeState(m.Limits, p.clock.Now())
+	st.day.loc = dayLocation(m.Provider)
 	p.scopes.Store(s, st)
 	return st
 }

@@ -22,7 +22,8 @@ const (
 //
 // The per-minute limits are continuously refilling token buckets: each refills
 // at limit/minute and holds at most limit × BurstWindow/minute (at least 1).
-// The per-day limits are counters that reset at midnight UTC.
+// The per-day limits are counters that reset at midnight UTC (Gemini models:
+// midnight America/Los_Angeles, as Gemini's quotas do).
 type Limits struct {
 	// RequestsPerMinute is the request bucket (RPM). Every request that
 	// reaches admission is charged one request, admitted or not.
@@ -31,7 +32,8 @@ type Limits struct {
 	// at admission and unused output is not refunded. OpenAI models only.
 	TokensPerMinute int64
 	// InputTokensPerMinute is Anthropic's ITPM: input tokens other than cache
-	// reads are charged at admission. Anthropic models only.
+	// reads are charged at admission; for Gemini models it is Gemini's TPM,
+	// which counts input tokens only. Anthropic and Gemini models only.
 	InputTokensPerMinute int64
 	// OutputTokensPerMinute is Anthropic's OTPM: output is charged as it is
 	// produced (when the response completes; max_tokens is not charged). A
@@ -113,6 +115,10 @@ func (l Limits) validate(p Provider) error {
 	case Anthropic:
 		if l.TokensPerMinute != 0 {
 			return errors.New("testsuite: Anthropic meters input and output separately: set Input/OutputTokensPerMinute, not TokensPerMinute")
+		}
+	case Gemini:
+		if l.TokensPerMinute != 0 || l.OutputTokensPerMinute != 0 {
+			return errors.New("testsuite: Gemini's TPM counts input tokens only: set InputTokensPerMinute, not TokensPerMinute or OutputTokensPerMinute")
 		}
 	}
 	return nil

@@ -21,7 +21,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		opts testsuite.Options
 		want string
 	}{
-		{"unknown provider", testsuite.Options{Models: model("gemini", testsuite.Limits{})}, `unknown Provider "gemini"`},
+		{"unknown provider", testsuite.Options{Models: model("mistral", testsuite.Limits{})}, `unknown Provider "mistral"`},
 		{"empty model name", testsuite.Options{Models: []testsuite.Model{{Provider: testsuite.OpenAI}}}, "empty Name"},
 		{"duplicate model", testsuite.Options{Models: append(model(testsuite.OpenAI, testsuite.Limits{}), model(testsuite.OpenAI, testsuite.Limits{})...)}, "listed twice"},
 		{"openai with ITPM", testsuite.Options{Models: model(testsuite.OpenAI, testsuite.Limits{InputTokensPerMinute: 5})}, "set TokensPerMinute"},

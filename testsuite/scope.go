@@ -44,19 +44,24 @@ type demand struct {
 	breakpoints   []breakpoint
 }
 
-// tokenDim returns the per-minute token dimension charged at admission.
+// tokenDim returns the per-minute token dimension charged at admission:
+// input tokens for Anthropic (ITPM) and Gemini (TPM, input only).
 func (d *demand) tokenDim() Dimension {
-	if d.provider == Anthropic {
+	if d.provider == Anthropic || d.provider == Gemini {
 		return InputTokens
 	}
 	return Tokens
 }
 
 // tokenCharge returns the tokens charged at admission: OpenAI charges input
-// + max_tokens, Anthropic the input tokens that are not cache reads.
+// + max_tokens, Anthropic the input tokens that are not cache reads, Gemini
+// the input tokens.
 func (d *demand) tokenCharge() int64 {
-	if d.provider == Anthropic {
+	switch d.provider {
+	case Anthropic:
 		return d.input - d.cacheRead
+	case Gemini:
+		return d.input
 	}
 	return d.input + d.maxTokens
 }
@@ -175,7 +180,7 @@ func (s *scopeState) admit(now time.Time, d *demand, useCache bool) decision {
 	noBucket := bucket{}
 	rq, tb, ob := &s.buckets[Requests], &s.buckets[tdim], &s.buckets[OutputTokens]
 	if d.provider != Anthropic {
-		ob = &noBucket // OpenAI has no output bucket
+		ob = &noBucket // OpenAI and Gemini have no output bucket
 	}
 
 	var dec decision

@@ -18,6 +18,7 @@ type parsed struct {
 	maxTokens   int64 // as sent; 0 if absent
 	hasMax      bool
 	breakpoints []breakpoint
+	thinking    int64 // Gemini thinkingBudget; 0 if absent
 }
 
 // failure is an error answer, rendered by a dialect in its provider's shape.
@@ -28,7 +29,9 @@ type failure struct {
 	code       string // OpenAI error.code; "" sends null
 	param      string // OpenAI error.param; "" sends null
 	message    string
-	retryAfter time.Duration // > 0: send retry-after
+	retryAfter time.Duration // > 0: send retry-after (Gemini: RetryInfo)
+	quota      *geminiQuota  // Gemini: the QuotaFailure violation
+	reason     string        // Gemini: ErrorInfo.reason
 }
 
 // answerInfo is a successful answer.
@@ -37,6 +40,9 @@ type answerInfo struct {
 	now    time.Time
 	usage  Usage
 	maxTok int64
+	// thinking is Gemini's thinkingBudget: part of the output is reported
+	// as thoughtsTokenCount.
+	thinking int64
 }
 
 // dialect is one provider's wire format.
@@ -57,15 +63,18 @@ type dialect interface {
 }
 
 // ServeHTTP routes POST /v1/chat/completions (and /chat/completions) to the
-// OpenAI dialect and POST /v1/messages to the Anthropic one. Anything else
+// OpenAI dialect, POST /v1/messages to the Anthropic one and POST
+// /v1beta/models/{model}:generateContent to the Gemini one. Anything else
 // gets an OpenAI-shaped 404 or 405.
 func (p *FakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var dl dialect
-	switch r.URL.Path {
-	case "/v1/chat/completions", "/chat/completions":
+	switch path := r.URL.Path; {
+	case path == "/v1/chat/completions", path == "/chat/completions":
 		dl = openaiDialect{org: p.opts.Organization}
-	case "/v1/messages":
+	case path == "/v1/messages":
 		dl = anthropicDialect{}
+	case geminiPath(path):
+		dl = geminiDialect{model: geminiModel(path)}
 	default:
 		f := failure{status: http.StatusNotFound, cause: CauseBadRequest, errType: "invalid_request_error",
 			code: "unknown_url", message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}
@@ -168,7 +177,7 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect)
 		p.record(&e, http.StatusOK, CauseNone)
 		dl.rateHeaders(w.Header(), &sn)
 		setDate(w.Header(), done)
-		dl.writeAnswer(w, e.Seq, &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens})
+		dl.writeAnswer(w, e.Seq, &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking})
 	}
 }
 

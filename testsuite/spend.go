@@ -53,8 +53,11 @@ func (p *FakeProvider) Spend(s Scope, d Demand) (Entry, error) {
 	e.Charged, e.Remaining = dec.charged, dec.remaining
 	if dec.cause != CauseNone {
 		var dl dialect = openaiDialect{org: p.opts.Organization}
-		if m.Provider == Anthropic {
+		switch m.Provider {
+		case Anthropic:
 			dl = anthropicDialect{}
+		case Gemini:
+			dl = geminiDialect{model: m.Name}
 		}
 		p.record(&e, dl.refused(&dec, m.Name).status, dec.cause)
 		return e, nil
