@@ -11,6 +11,7 @@ import (
 	// The readers of the SDKs these activities call: Classify here and the
 	// gate in the worker read their typed errors.
 	_ "github.com/tollgate-dev/tollgate/errors/anthropicerr"
+	_ "github.com/tollgate-dev/tollgate/errors/geminierr"
 	_ "github.com/tollgate-dev/tollgate/errors/openaierr"
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
