@@ -62,4 +62,19 @@
 // interceptor that wraps errors with %w silently drops both. A plugin set on
 // both a client and its worker is applied twice; it gates each call once.
 // New returns the bare interceptor for users who compose by hand: put it last.
+//
+// # Telemetry
+//
+// Metrics go to the worker's Temporal metrics handler
+// (client.Options.MetricsHandler), the exporter that already carries
+// Temporal's own metrics; Options.MeterProvider overrides it. Counters
+// tollgate.admissions, tollgate.provider.errors, tollgate.tokens.reserved,
+// tollgate.tokens.settled, tollgate.lease.lost and tollgate.settle.failures
+// and the timer tollgate.admission.wait carry the activity's tags plus
+// scope, class, dimension, result, reason or attempt; never prompts or keys.
+// The gauges tollgate.budget.level (scope, dimension) and tollgate.inflight
+// (scope) carry the client's tags: the plugin reads each gated scope's
+// budget every Options.MetricsInterval while a worker it is set on runs,
+// and stops when the worker stops. The tollgate.admit span nests under the
+// span of Temporal's OpenTelemetry tracing interceptor.
 package interceptor

@@ -114,9 +114,22 @@ type Options struct {
 	// Logger logs admission decisions (never prompts or keys). If nil, the
 	// activity's logger.
 	Logger log.Logger
-	// MeterProvider and TracerProvider export metrics and spans. If nil,
-	// the OpenTelemetry no-op providers.
-	MeterProvider  metric.MeterProvider
+	// MeterProvider, if set, receives tollgate's metrics instead of the
+	// worker's Temporal metrics handler: an override for keeping them
+	// apart. If nil (the default), they go where Temporal's own metrics go,
+	// the client.MetricsHandler of the worker's client
+	// (client.Options.MetricsHandler: tally, Prometheus, OpenTelemetry):
+	// per-call metrics with the tags of the activity's metrics, the budget
+	// gauges with the client's.
+	MeterProvider metric.MeterProvider
+	// MetricsInterval is how often the plugin reads the budget of each
+	// scope it gated (one Store.Snapshot) for the tollgate.budget.level and
+	// tollgate.inflight gauges, while a worker it is set on runs. If zero,
+	// DefaultMetricsInterval.
+	MetricsInterval time.Duration
+	// TracerProvider receives the tollgate.admit spans. If nil, the
+	// provider of the span the activity runs in (that of Temporal's
+	// OpenTelemetry tracing interceptor), else otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
 }
 

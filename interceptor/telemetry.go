@@ -2,88 +2,216 @@ package interceptor
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/opentelemetry"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 )
 
-// instrumentationName names tollgate's meter and tracer.
+// instrumentationName names tollgate's tracer and the meter of
+// Options.MeterProvider.
 const instrumentationName = "github.com/tollgate-dev/tollgate"
 
-// telemetry records admission metrics and spans. Attributes are scope keys
-// (names), classes, dimensions and outcomes: never prompts or keys.
+// DefaultMetricsInterval is the default of Options.MetricsInterval.
+const DefaultMetricsInterval = 10 * time.Second
+
+// gaugeStopTimeout bounds the last gauge update a stopping worker waits for.
+const gaugeStopTimeout = time.Second
+
+// Metric names. Their tags are scope keys (names), classes, dimensions,
+// results and reasons: never prompts or keys.
+const (
+	metricAdmissions     = "tollgate.admissions"      // counter: scope, class, result
+	metricAdmissionWait  = "tollgate.admission.wait"  // timer: scope, class
+	metricProviderErrors = "tollgate.provider.errors" // counter: scope, class, dimension, attempt
+	metricReserved       = "tollgate.tokens.reserved" // counter: scope, dimension
+	metricSettled        = "tollgate.tokens.settled"  // counter: scope, dimension
+	metricLeaseLost      = "tollgate.lease.lost"      // counter: scope
+	metricSettleFailures = "tollgate.settle.failures" // counter: scope, reason (error, timeout)
+	metricBudgetLevel    = "tollgate.budget.level"    // gauge: scope, dimension
+	metricInFlight       = "tollgate.inflight"        // gauge: scope
+)
+
+// telemetry records tollgate's metrics through the worker's Temporal
+// metrics handler (or Options.MeterProvider) and its admission spans.
+//
+// Per-call metrics go to the handler of the call's activity. The budget
+// gauges read the store (Store.Snapshot, one per scope gated during the
+// run) every MetricsInterval between the start of the first worker the
+// plugin runs on and the stop of the last, and once more at that stop.
 type telemetry struct {
-	tracer     trace.Tracer
-	admissions metric.Int64Counter
-	wait       metric.Float64Histogram
-	providerEr metric.Int64Counter
-	estimated  metric.Int64Counter
-	actual     metric.Int64Counter
-	lost       metric.Int64Counter
-	settleErr  metric.Int64Counter
+	tracer   trace.Tracer          // Options.TracerProvider's; nil: the parent span's provider, else the global one
+	handler  client.MetricsHandler // Options.MeterProvider's; nil: the activity's
+	interval time.Duration
+	store    capacity.Store
 
-	store  capacity.Store
-	scopes sync.Map // capacity.Scope → struct{}: the scopes this worker gated
+	// scopes maps each scope gated during the run to the handler its
+	// gauges go to.
+	scopes sync.Map // capacity.Scope → client.MetricsHandler
+
+	mu      sync.Mutex
+	workers map[string]struct{} // instance keys of the running workers
+	cancel  context.CancelFunc  // ends the gauge loop
+	done    chan struct{}       // closed when the gauge loop has ended
 }
 
-func newTelemetry(o Options) *telemetry {
-	mp := o.MeterProvider
-	if mp == nil {
-		mp = metricnoop.NewMeterProvider()
+func newTelemetry(o Options) (*telemetry, error) {
+	if o.MetricsInterval < 0 {
+		return nil, fmt.Errorf("%w: MetricsInterval is %v; want >= 0 (0 means the default)", ErrInvalidOptions, o.MetricsInterval)
 	}
-	tp := o.TracerProvider
-	if tp == nil {
-		tp = tracenoop.NewTracerProvider()
+	t := &telemetry{interval: o.MetricsInterval, store: o.Store, workers: map[string]struct{}{}}
+	if t.interval == 0 {
+		t.interval = DefaultMetricsInterval
 	}
-	m := mp.Meter(instrumentationName)
-	t := &telemetry{tracer: tp.Tracer(instrumentationName)}
-	// Instrument creation only fails on invalid names; the no-op
-	// instruments the API returns alongside keep recording safe.
-	t.admissions, _ = m.Int64Counter("tollgate.admissions", metric.WithDescription("Admission decisions by scope, class and result."))
-	t.wait, _ = m.Float64Histogram("tollgate.admission.wait", metric.WithUnit("s"), metric.WithDescription("Time spent waiting for admission in-process."))
-	t.providerEr, _ = m.Int64Counter("tollgate.provider.errors", metric.WithDescription("Provider failures by class and dimension."))
-	t.estimated, _ = m.Int64Counter("tollgate.tokens.reserved", metric.WithDescription("Tokens reserved at admission, by dimension."))
-	t.actual, _ = m.Int64Counter("tollgate.tokens.settled", metric.WithDescription("Tokens charged at settlement, by dimension."))
-	t.lost, _ = m.Int64Counter("tollgate.lease.lost", metric.WithDescription("Leases that expired before their call ended."))
-	t.settleErr, _ = m.Int64Counter("tollgate.settle.failures", metric.WithDescription("Settlements that failed (reason error) or were given up after SettleTimeout (reason timeout); their leases expire by themselves."))
-	t.store = o.Store
-	level, _ := m.Float64ObservableGauge("tollgate.budget.level", metric.WithDescription("Budget level per scope and dimension (negative: debt and booked tickets)."))
-	inflight, _ := m.Int64ObservableGauge("tollgate.inflight", metric.WithDescription("Calls in flight per scope, across workers sharing the store."))
-	_, _ = m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
-		t.scopes.Range(func(k, _ any) bool {
-			sc := k.(capacity.Scope)
-			snap, err := t.store.Snapshot(ctx, sc)
-			if err != nil {
-				return true
-			}
-			for d := capacity.Dimension(0); int(d) < capacity.NumDimensions; d++ {
-				if snap.Budget[d].Limited && d != capacity.InFlight {
-					obs.ObserveFloat64(level, snap.Level[d], metric.WithAttributes(
-						attribute.String("scope", sc.Key()), attribute.String("dimension", d.String())))
-				}
-			}
-			obs.ObserveInt64(inflight, int64(len(snap.Leases)), metric.WithAttributes(attribute.String("scope", sc.Key())))
-			return true
+	if o.TracerProvider != nil {
+		t.tracer = o.TracerProvider.Tracer(instrumentationName)
+	}
+	if o.MeterProvider != nil {
+		t.handler = opentelemetry.NewMetricsHandler(opentelemetry.MetricsHandlerOptions{
+			Meter:                o.MeterProvider.Meter(instrumentationName),
+			OnError:              func(error) {}, // only invalid names fail; the handler then records nothing
+			UseMonotonicCounters: true,
 		})
-		return nil
-	}, level, inflight)
-	return t
+	}
+	return t, nil
 }
 
-// track remembers a scope for the budget gauges.
-func (t *telemetry) track(sc capacity.Scope) { t.scopes.LoadOrStore(sc, struct{}{}) }
+// metrics returns the handler of a call's metrics: Options.MeterProvider's,
+// else the activity's (the worker's handler, tagged with namespace, task
+// queue, workflow and activity type).
+func (t *telemetry) metrics(ctx context.Context) client.MetricsHandler {
+	if t.handler != nil {
+		return t.handler
+	}
+	if !activity.IsActivity(ctx) {
+		return client.MetricsNopHandler
+	}
+	return activity.GetMetricsHandler(ctx)
+}
+
+// tracerFor returns the tracer of a call's span: Options.TracerProvider's,
+// else the provider of the span the call runs in (Temporal's tracing
+// interceptor's), else the global provider.
+func (t *telemetry) tracerFor(ctx context.Context) trace.Tracer {
+	if t.tracer != nil {
+		return t.tracer
+	}
+	if span := trace.SpanFromContext(ctx); span.SpanContext().IsValid() {
+		return span.TracerProvider().Tracer(instrumentationName)
+	}
+	return otel.GetTracerProvider().Tracer(instrumentationName)
+}
+
+// track remembers a scope for the budget gauges, with the handler they go
+// to: the activity's with its workflow, activity, task queue and worker
+// tags reset to "none", as on Temporal's client-level metrics (a budget is
+// the same for every worker and activity sharing the store).
+func (t *telemetry) track(ctx context.Context, sc capacity.Scope) {
+	if _, ok := t.scopes.Load(sc); ok {
+		return
+	}
+	h := t.metrics(ctx)
+	if t.handler == nil {
+		h = h.WithTags(map[string]string{"workflow_type": "none", "activity_type": "none", "task_queue": "none", "worker_type": "none"})
+	}
+	t.scopes.LoadOrStore(sc, h)
+}
+
+// workerStarted starts the gauge loop when the first worker starts.
+func (t *telemetry) workerStarted(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.workers[key]; ok {
+		return
+	}
+	t.workers[key] = struct{}{}
+	if len(t.workers) > 1 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel, t.done = cancel, make(chan struct{})
+	go t.gaugeLoop(ctx, t.done)
+}
+
+// workerStopped ends the gauge loop when the last worker stops: it updates
+// the gauges once more (within gaugeStopTimeout), forgets the scopes and
+// returns when the loop has ended. Keys it does not know (replayers) are
+// ignored.
+func (t *telemetry) workerStopped(key string) {
+	t.mu.Lock()
+	if _, ok := t.workers[key]; !ok {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.workers, key)
+	if len(t.workers) > 0 {
+		t.mu.Unlock()
+		return
+	}
+	cancel, done := t.cancel, t.done
+	t.cancel, t.done = nil, nil
+	t.mu.Unlock()
+	cancel()
+	<-done
+}
+
+// gaugeLoop updates the budget gauges every interval until ctx ends, then
+// a last time.
+func (t *telemetry) gaugeLoop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	tick := time.NewTicker(t.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			last, cancel := context.WithTimeout(context.Background(), min(t.interval, gaugeStopTimeout))
+			t.updateGauges(last)
+			cancel()
+			t.scopes.Clear()
+			return
+		case <-tick.C:
+			c, cancel := context.WithTimeout(ctx, t.interval)
+			t.updateGauges(c)
+			cancel()
+		}
+	}
+}
+
+// updateGauges reads the budget of every tracked scope and updates
+// tollgate.budget.level (per limited dimension) and tollgate.inflight. A
+// scope whose snapshot fails is skipped until the next update.
+func (t *telemetry) updateGauges(ctx context.Context) {
+	t.scopes.Range(func(k, v any) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		sc, h := k.(capacity.Scope), v.(client.MetricsHandler)
+		snap, err := t.store.Snapshot(ctx, sc)
+		if err != nil {
+			return true
+		}
+		for d := capacity.Dimension(0); int(d) < capacity.NumDimensions; d++ {
+			if snap.Budget[d].Limited && d != capacity.InFlight {
+				h.WithTags(map[string]string{"scope": sc.Key(), "dimension": d.String()}).Gauge(metricBudgetLevel).Update(snap.Level[d])
+			}
+		}
+		h.WithTags(map[string]string{"scope": sc.Key()}).Gauge(metricInFlight).Update(float64(len(snap.Leases)))
+		return true
+	})
+}
 
 func (t *telemetry) admitted(ctx context.Context, g *gatedCall, res capacity.Reservation, err error, waited time.Duration) {
-	t.track(g.scope)
+	t.track(ctx, g.scope)
 	result := "granted"
 	switch {
 	case err != nil && !res.Granted && res.Reason != 0:
@@ -91,15 +219,10 @@ func (t *telemetry) admitted(ctx context.Context, g *gatedCall, res capacity.Res
 	case err != nil:
 		result = "error"
 	}
-	attrs := metric.WithAttributes(
-		attribute.String("scope", g.scope.Key()),
-		attribute.String("class", g.call.Class.String()),
-		attribute.String("result", result),
-	)
-	t.admissions.Add(ctx, 1, attrs)
-	t.wait.Record(ctx, waited.Seconds(), metric.WithAttributes(
-		attribute.String("scope", g.scope.Key()), attribute.String("class", g.call.Class.String())))
-	_, span := t.tracer.Start(ctx, "tollgate.admit",
+	h := t.metrics(ctx)
+	h.WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.Class.String(), "result": result}).Counter(metricAdmissions).Inc(1)
+	h.WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.Class.String()}).Timer(metricAdmissionWait).Record(waited)
+	_, span := t.tracerFor(ctx).Start(ctx, "tollgate.admit",
 		trace.WithTimestamp(time.Now().Add(-waited)),
 		trace.WithAttributes(
 			attribute.String("tollgate.scope", g.scope.Key()),
@@ -114,10 +237,11 @@ func (t *telemetry) admitted(ctx context.Context, g *gatedCall, res capacity.Res
 }
 
 func (t *telemetry) settled(ctx context.Context, g *gatedCall, reserved, final capacity.Charges) {
+	h := t.metrics(ctx)
 	for _, d := range []capacity.Dimension{capacity.InputTokens, capacity.OutputTokens, capacity.Tokens} {
-		attrs := metric.WithAttributes(attribute.String("scope", g.scope.Key()), attribute.String("dimension", d.String()))
-		t.estimated.Add(ctx, reserved[d], attrs)
-		t.actual.Add(ctx, final[d], attrs)
+		hd := h.WithTags(map[string]string{"scope": g.scope.Key(), "dimension": d.String()})
+		hd.Counter(metricReserved).Inc(reserved[d])
+		hd.Counter(metricSettled).Inc(final[d])
 	}
 }
 
@@ -126,22 +250,22 @@ func (t *telemetry) failed(ctx context.Context, g *gatedCall, v tgerrors.Verdict
 	if v.HasDimension {
 		dim = v.Dimension.String()
 	}
-	t.providerEr.Add(ctx, 1, metric.WithAttributes(
-		attribute.String("scope", g.scope.Key()), attribute.String("class", v.Class.String()),
-		attribute.String("dimension", dim), attribute.String("attempt", attemptBucket(g.info.Attempt))))
+	t.metrics(ctx).WithTags(map[string]string{
+		"scope": g.scope.Key(), "class": v.Class.String(), "dimension": dim, "attempt": attemptBucket(g.info.Attempt),
+	}).Counter(metricProviderErrors).Inc(1)
 }
 
 func (t *telemetry) leaseLost(ctx context.Context, g *gatedCall) {
-	t.lost.Add(ctx, 1, metric.WithAttributes(attribute.String("scope", g.scope.Key())))
+	t.metrics(ctx).WithTags(map[string]string{"scope": g.scope.Key()}).Counter(metricLeaseLost).Inc(1)
 }
 
 // settleFailed counts a settlement that failed or timed out; reason is
 // "error" or "timeout".
 func (t *telemetry) settleFailed(ctx context.Context, g *gatedCall, reason string) {
-	t.settleErr.Add(ctx, 1, metric.WithAttributes(attribute.String("scope", g.scope.Key()), attribute.String("reason", reason)))
+	t.metrics(ctx).WithTags(map[string]string{"scope": g.scope.Key(), "reason": reason}).Counter(metricSettleFailures).Inc(1)
 }
 
-// attemptBucket keeps the attempt attribute's cardinality small.
+// attemptBucket keeps the attempt tag's cardinality small.
 func attemptBucket(a int32) string {
 	switch {
 	case a <= 1:

@@ -17,8 +17,10 @@ import (
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
-// The gate's admission span nests under the RunActivity span of Temporal's
-// OpenTelemetry tracing interceptor, and its metrics carry scope names only.
+// With Options.TracerProvider and Options.MeterProvider set, the gate's
+// admission span nests under the RunActivity span of Temporal's
+// OpenTelemetry tracing interceptor, and its metrics, budget gauges
+// included, go to the meter provider.
 func TestTelemetryComposesWithTemporalTracing(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -35,18 +37,7 @@ func TestTelemetryComposesWithTemporalTracing(t *testing.T) {
 	out := e.run(t, Step{In: call("gpt-4o", "team-a")})
 	require.True(t, out[0].OK)
 
-	var admit, run sdktrace.ReadOnlySpan
-	for _, s := range spans.Ended() {
-		switch {
-		case s.Name() == "tollgate.admit":
-			admit = s
-		case s.Name() == "RunActivity:Chat":
-			run = s
-		}
-	}
-	require.NotNil(t, admit, "an admission span")
-	require.NotNil(t, run, "Temporal's activity span")
-	assert.Equal(t, run.SpanContext().SpanID(), admit.Parent().SpanID(), "nested under RunActivity")
+	requireNestedAdmitSpan(t, spans)
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
@@ -59,4 +50,36 @@ func TestTelemetryComposesWithTemporalTracing(t *testing.T) {
 	for _, n := range []string{"tollgate.admissions", "tollgate.admission.wait", "tollgate.tokens.reserved", "tollgate.tokens.settled", "tollgate.budget.level", "tollgate.inflight"} {
 		assert.True(t, names[n], "metric %s exported", n)
 	}
+}
+
+// Without Options.TracerProvider, the admission span goes to the provider
+// of the span it runs in: that of Temporal's tracing interceptor.
+func TestAdmissionSpanUsesTemporalTracingsProvider(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	tracing, err := opentelemetry.NewTracingInterceptor(opentelemetry.TracerOptions{Tracer: tp.Tracer("temporal")})
+	require.NoError(t, err)
+	l := capacity.Limits{RequestsPerMinute: 600, TokensPerMinute: 60000, SafetyMargin: 1}
+	e := newEnvWith(t, l, nil, []sdkinterceptor.WorkerInterceptor{tracing})
+	out := e.run(t, Step{In: call("gpt-4o", "team-a")})
+	require.True(t, out[0].OK)
+	requireNestedAdmitSpan(t, spans)
+}
+
+// requireNestedAdmitSpan requires a tollgate.admit span nested under
+// Temporal's RunActivity span.
+func requireNestedAdmitSpan(t *testing.T, spans *tracetest.SpanRecorder) {
+	t.Helper()
+	var admit, run sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		switch {
+		case s.Name() == "tollgate.admit":
+			admit = s
+		case s.Name() == "RunActivity:Chat":
+			run = s
+		}
+	}
+	require.NotNil(t, admit, "an admission span")
+	require.NotNil(t, run, "Temporal's activity span")
+	assert.Equal(t, run.SpanContext().SpanID(), admit.Parent().SpanID(), "nested under RunActivity")
 }
