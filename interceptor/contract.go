@@ -24,7 +24,10 @@ type Call struct {
 	// Demand is the estimated cost (input tokens, output to reserve,
 	// max_tokens).
 	Demand capacity.Demand
-	// Class ranks the call (interactive work is protected from bulk).
+	// Class ranks the call (interactive work is protected from bulk). The
+	// workflow's class (WithClass, as workflows.CallModel sets it) takes its
+	// place; leave it zero (Standard) or equal to the workflow's: a
+	// disagreeing class fails the call with tollgate.Misconfigured.
 	Class capacity.Class
 }
 

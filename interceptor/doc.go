@@ -21,6 +21,20 @@
 // errors/anthropicerr, errors/geminierr; the activities package imports the
 // first two).
 //
+// # Class
+//
+// A call's class is stated once, by the workflow: workflows.CallModel (or
+// WithClass, for workflows that schedule activities themselves) puts it in
+// the workflow context, the plugin on the workflow's worker writes it into
+// each activity's ClassHeader, and the gate ranks the call by it. A
+// request's own Call.Class is then redundant: left zero (Standard) it takes
+// the workflow's class; set to a different class, the call fails
+// non-retryable with tollgate.Misconfigured. With no class in the header
+// (no WithClass, or no plugin on the workflow's worker) the gate uses
+// Call.Class, Standard by default. The Temporal priority CallModel also sets
+// orders task queues only; the gate does not read it. See
+// docs/decisions/0002-class-in-a-header.md.
+//
 // # What the gate does
 //
 // Before the call it reserves the call's charges in every dimension of its

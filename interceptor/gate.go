@@ -47,6 +47,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	if !ok {
 		return a.Next.ExecuteActivity(ctx, in)
 	}
+	if call.Class, err = callClass(ctx, call.Class); err != nil {
+		return nil, err
+	}
 	g, aerr := a.newGatedCall(ctx, info, call)
 	if aerr != nil {
 		return nil, aerr

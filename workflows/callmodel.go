@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
 // Defaults of Options.
@@ -102,7 +103,12 @@ func (o Options) ActivityOptions(class capacity.Class) workflow.ActivityOptions 
 // ErrNoCalls is returned by CallModel for an empty chain.
 var ErrNoCalls = errors.New("workflows: CallModel needs at least one call")
 
-// CallModel runs a model call of class and owns its recovery. chain is a
+// CallModel runs a model call of class and owns its recovery. The class is
+// stated here once: it picks the task queue and priority, and the plugin
+// carries it to the gate in the activity's header (interceptor.WithClass),
+// so each request's own class may be left unset; one that disagrees fails
+// with tollgate.Misconfigured. The workflow's worker needs the plugin too
+// (CallModel logs a warning without it). chain is a
 // fallback chain: the first call is tried; when it fails in a way another
 // connection may not (an exhausted quota, a refused credential, no access to
 // the model, a provider overloaded past the call's deadline), the next one
@@ -123,8 +129,12 @@ func CallModel(ctx workflow.Context, opts Options, class capacity.Class, chain [
 	if maxRecoveries <= 0 {
 		maxRecoveries = 3
 	}
-	actx := workflow.WithActivityOptions(ctx, opts.ActivityOptions(class))
 	logger := workflow.GetLogger(ctx)
+	if class != capacity.Standard && !interceptor.Propagates(ctx) {
+		logger.Warn("tollgate: the workflow's worker has no tollgate plugin, so the gate sees only each request's own class",
+			"class", class.String())
+	}
+	actx := workflow.WithActivityOptions(interceptor.WithClass(ctx, class), opts.ActivityOptions(class))
 	recoveries := 0
 	var err error
 	for i := 0; i < len(chain); i++ {

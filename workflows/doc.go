@@ -12,6 +12,10 @@
 //			{Activity: "Messages", Input: activities.AnthropicMessagesRequest{Model: "claude-sonnet-4-5", Credential: "batch", ...}},
 //		}, &res)
 //
+// The class given to CallModel is the call's only class: the tollgate plugin
+// on the workflow's worker carries it to the gate (interceptor.WithClass), so
+// requests leave their own Class unset.
+//
 // CallModel decides only from the error types and details in the workflow's
 // history, so it replays deterministically.
 package workflows
