@@ -33,7 +33,7 @@
 // (no WithClass, or no plugin on the workflow's worker) the gate uses
 // Call.Class, Standard by default. The Temporal priority CallModel also sets
 // orders task queues only; the gate does not read it. See
-// docs/decisions/0002-class-in-a-header.md.
+// docs/decisions/0003-class-in-a-header.md.
 //
 // # What the gate does
 //
