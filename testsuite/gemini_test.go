@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	_ "github.com/tollgate-dev/tollgate/errors/geminierr" // reads genai.APIError for Classify
 	"github.com/tollgate-dev/tollgate/testsuite"
 )
 
