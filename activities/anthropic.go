@@ -58,10 +58,7 @@ func (r AnthropicMessagesRequest) TollgateCall() interceptor.Call {
 	if in <= 0 {
 		in = EstimateAnthropicTokens(r.System, r.Messages)
 	}
-	out := int64(0)
-	if r.ExpectedOutputTokens > 0 {
-		out = min(r.ExpectedOutputTokens+r.ThinkingBudget, r.MaxTokens)
-	}
+	out := reservedOutput(r.ExpectedOutputTokens, r.ThinkingBudget, r.MaxTokens)
 	return interceptor.Call{
 		Provider: capacity.Anthropic, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class,
 		Demand: capacity.Demand{InputTokens: in, OutputTokens: out, MaxTokens: r.MaxTokens},
@@ -69,16 +66,10 @@ func (r AnthropicMessagesRequest) TollgateCall() interceptor.Call {
 }
 
 func (r AnthropicMessagesRequest) validate() error {
-	switch {
-	case r.Model == "":
-		return errors.New("model is required")
-	case r.Credential == "":
-		return errors.New("credential (a credential scope name) is required")
-	case len(r.Messages) == 0:
-		return errors.New("messages are empty")
-	case r.MaxTokens <= 0:
-		return errors.New("max tokens are required")
-	case r.ThinkingBudget < 0 || (r.ThinkingBudget > 0 && r.ThinkingBudget >= r.MaxTokens):
+	if err := validateCall(r.Model, r.Credential, len(r.Messages), r.MaxTokens); err != nil {
+		return err
+	}
+	if r.ThinkingBudget < 0 || (r.ThinkingBudget > 0 && r.ThinkingBudget >= r.MaxTokens) {
 		return errors.New("the thinking budget must be below max tokens")
 	}
 	return nil

@@ -61,10 +61,7 @@ func (r GeminiGenerateRequest) TollgateCall() interceptor.Call {
 	if in <= 0 {
 		in = EstimateGeminiTokens(r.System, r.Messages)
 	}
-	out := int64(0)
-	if r.ExpectedOutputTokens > 0 {
-		out = min(r.ExpectedOutputTokens+r.ThinkingBudget, r.MaxTokens)
-	}
+	out := reservedOutput(r.ExpectedOutputTokens, r.ThinkingBudget, r.MaxTokens)
 	return interceptor.Call{
 		Provider: capacity.Gemini, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class,
 		Demand: capacity.Demand{InputTokens: in, OutputTokens: out, MaxTokens: r.MaxTokens},
@@ -72,15 +69,10 @@ func (r GeminiGenerateRequest) TollgateCall() interceptor.Call {
 }
 
 func (r GeminiGenerateRequest) validate() error {
+	if err := validateCall(r.Model, r.Credential, len(r.Messages), r.MaxTokens); err != nil {
+		return err
+	}
 	switch {
-	case r.Model == "":
-		return errors.New("model is required")
-	case r.Credential == "":
-		return errors.New("credential (a credential scope name) is required")
-	case len(r.Messages) == 0:
-		return errors.New("messages are empty")
-	case r.MaxTokens <= 0:
-		return errors.New("max tokens are required")
 	case r.MaxTokens > 1<<31-1 || r.ThinkingBudget > 1<<31-1:
 		return errors.New("max tokens and the thinking budget must fit in 32 bits")
 	case r.ThinkingBudget < 0:

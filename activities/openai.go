@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/openai/openai-go/v3"
@@ -61,17 +60,7 @@ func (r OpenAIChatRequest) TollgateCall() interceptor.Call {
 }
 
 func (r OpenAIChatRequest) validate() error {
-	switch {
-	case r.Model == "":
-		return errors.New("model is required")
-	case r.Credential == "":
-		return errors.New("credential (a credential scope name) is required")
-	case len(r.Messages) == 0:
-		return errors.New("messages are empty")
-	case r.MaxTokens <= 0:
-		return errors.New("max tokens are required: they bound the output and the token reservation")
-	}
-	return nil
+	return validateCall(r.Model, r.Credential, len(r.Messages), r.MaxTokens)
 }
 
 // Chat sends a chat completion with SDK retries off (Temporal's retry
