@@ -37,30 +37,25 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 	// The state stores the detail as a zero-terminated string.
 	detail := strings.ReplaceAll(b.Detail, "\x00", "")
 	if b.Credential {
-		args := []any{s.nowArg(), int(b.Reason), lasts, detail, halfOpen(b), boolArg(b.Probing)}
+		args := []any{s.nowArg(), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing)}
 		if err := s.scripts.blockCred.Run(ctx, s.rdb, k.keys[keyCredBlock:keyCredBlock+1], args...).Err(); err != nil {
 			return s.orFallback(s.failed(ctx, "block", err))
 		}
 		s.up()
 		return nil
 	}
-	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), lasts, detail, halfOpen(b), boolArg(b.Probing))
+	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing))
 	_, _, err := s.run(ctx, "block", s.scripts.block, k, args)
 	return s.orFallback(err)
 }
 
 // blockDuration is how long (whole microseconds, rounded up) a block until
-// until lasts from now, at most capacity.MaxBlock; negative for a block that
-// already ended (it may still end half-open with a probe).
+// until lasts from now; negative for a block that already ended (it may still
+// end half-open with a probe). The scripts bound it, as the memory store
+// does, by capacity.MaxBlock.
 func blockDuration(until, now time.Time) int64 {
-	d := min(until.Sub(now), capacity.MaxBlock)
+	d := until.Sub(now)
 	return d.Microseconds() + boolInt(d > 0 && d%time.Microsecond != 0)
-}
-
-// halfOpen is b's half-open time in microseconds, from 0 to
-// capacity.MaxBlock.
-func halfOpen(b capacity.Block) int64 {
-	return min(max(b.HalfOpen, 0), capacity.MaxBlock).Microseconds()
 }
 
 // Unblock implements capacity.Store. Lifting a scope's block wakes its

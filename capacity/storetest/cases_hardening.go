@@ -25,6 +25,18 @@ var hardeningCases = []Case{
 		assert.Greater(h.t, res.RetryAt.Sub(res.Now), capacity.MaxBlock-time.Second)
 		require.NoError(h.t, h.store.Unblock(h.ctx, testScope, false))
 		h.grant(h.req(l, one()))
+
+		// A half-open time of 100 years is held to MaxBlock too: the probe's
+		// hold on the others ends within it.
+		h.clock.Advance(time.Second)
+		now = h.clock.Now()
+		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.Overloaded, Until: now.Add(time.Second), HalfOpen: 100 * 365 * 24 * time.Hour}))
+		h.clock.Advance(time.Second)
+		probe := h.reserve(h.req(l, one()))
+		require.True(h.t, probe.Granted && probe.Probe, "the probe")
+		res = h.deny(h.req(l, one()))
+		assert.Equal(h.t, capacity.DenyBlocked, res.Reason)
+		assert.LessOrEqual(h.t, res.RetryAt.Sub(res.Now), capacity.MaxBlock)
 	}},
 	{"SettleTwiceChargesOnce", func(h *harness) {
 		// A settle retried after its reply was lost applies once.

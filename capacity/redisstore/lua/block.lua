@@ -4,11 +4,11 @@
 -- detail, half open (µs), probing (0/1).
 -- Reply: header('ok')
 
-local UNTIL = NOW + min(tonumber(ARGV[7]), MAX_BLOCK)
+local UNTIL, HALF_OPEN = boundBlock(tonumber(ARGV[7]), tonumber(ARGV[9]))
 load(true)
 if UNTIL > S.block_until then
   S.block_reason, S.block_until, S.block_detail = tonumber(ARGV[6]), UNTIL, ARGV[8]
-  S.block_half_open, S.block_probing = tonumber(ARGV[9]), tonumber(ARGV[10])
+  S.block_half_open, S.block_probing = HALF_OPEN, tonumber(ARGV[10])
 end
 save()
 return header('ok')

@@ -15,8 +15,9 @@ else
   local t = redis.call('TIME')
   NOW = t[1] * 1000000 + t[2]
 end
+-- Held to MAX_BLOCK, as MemoryStore.Block (boundBlock in state.lua).
 local ends = NOW + math.min(tonumber(ARGV[3]), MAX_BLOCK)
-local b = {tonumber(ARGV[2]), ends, ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])}
+local b = {tonumber(ARGV[2]), ends, ARGV[4], math.min(math.max(tonumber(ARGV[5]), 0), MAX_BLOCK), tonumber(ARGV[6])}
 local cur = redis.call('GET', KEYS[1])
 if cur and b[2] <= cmsgpack.unpack(cur)[2] then return NOW end
 local stop = b[2]

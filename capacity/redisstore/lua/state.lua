@@ -545,6 +545,13 @@ local function save()
   write('PEXPIRE', KEYS[K_STATE], ceil((stateExpiry() - NOW + SLACK) / 1000))
 end
 
+-- boundBlock is how long a block of the given length and half-open time
+-- (µs) lasts from NOW, and its half-open time, each held to MAX_BLOCK (as
+-- MemoryStore.Block).
+local function boundBlock(lasts, halfOpen)
+  return NOW + min(lasts, MAX_BLOCK), min(max(halfOpen, 0), MAX_BLOCK)
+end
+
 -- header is the start of every reply: kind, now, epoch ('' when a
 -- read-only script found none), reset, freed.
 local function header(kind)
