@@ -6,13 +6,11 @@ package errfixture
 
 import (
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,34 +20,10 @@ import (
 )
 
 // Time is the date header of every fixture.
-var Time = time.Date(2026, 10, 15, 12, 0, 0, 0, time.UTC)
+var Time = testenv.ErrorFixtureTime
 
 // Fixture is one recorded provider failure and the verdict it must get.
-type Fixture struct {
-	Name     string            `json:"name"`
-	Provider capacity.Provider `json:"provider"`
-	Status   int               `json:"status"`
-	Headers  map[string]string `json:"headers"`
-	Body     string            `json:"body"`
-	Expect   Expect            `json:"expect"`
-	Source   string            `json:"source"`
-	Note     string            `json:"note"`
-}
-
-// Expect is every key the fixtures' expect objects use; an unknown key
-// fails the load, so a new expectation is never silently skipped.
-type Expect struct {
-	Class       string     `json:"class"`
-	Dimension   *string    `json:"dimension"`
-	QuotaID     *string    `json:"quota_id"`
-	RetryAfterS *float64   `json:"retry_after_s"`
-	ResetAt     *time.Time `json:"reset_at"`
-	Retryable   *bool      `json:"retryable"`
-	Reason      *string    `json:"reason"`
-	Limit       *int64     `json:"limit"`
-	Requested   *int64     `json:"requested"`
-	Note        string     `json:"note"`
-}
+type Fixture = testenv.ErrorFixture
 
 // Load returns the fixtures of provider p, from $TOLLGATE_FIXTURES if set,
 // else from errors/testdata (the caller is a package directly under errors).
@@ -61,9 +35,8 @@ func Load(tb testing.TB, p capacity.Provider) []Fixture {
 		// errors/testdata once cleaned.
 		name = filepath.Join("..", "..", "testdata", name)
 	}
-	var all, cases []Fixture
-	testenv.LoadFixtures(tb, name, &all, true)
-	for _, fc := range all {
+	var cases []Fixture
+	for _, fc := range testenv.LoadErrorFixtures(tb, name) {
 		if fc.Provider == p {
 			cases = append(cases, fc)
 		}
@@ -73,34 +46,13 @@ func Load(tb testing.TB, p capacity.Provider) []Fixture {
 }
 
 // Check checks v against every field e states; v may say more.
-func Check(t *testing.T, e Expect, v tgerrors.Verdict) {
+func Check(t *testing.T, e testenv.ErrorExpect, v tgerrors.Verdict) {
 	t.Helper()
-	require.Equal(t, e.Class, v.Class.String(), "class; verdict %s", v)
-	if e.Dimension != nil {
-		require.True(t, v.HasDimension, "no dimension; verdict %s", v)
-		require.Equal(t, *e.Dimension, v.Dimension.String())
-	}
-	if e.QuotaID != nil {
-		require.Equal(t, *e.QuotaID, v.QuotaID)
-	}
-	if e.RetryAfterS != nil {
-		require.Equal(t, time.Duration(math.Round(*e.RetryAfterS*float64(time.Second))), v.RetryAfter)
-	}
-	if e.ResetAt != nil {
-		require.Equal(t, e.ResetAt.UTC(), v.ResetAt.UTC())
-	}
-	if e.Retryable != nil {
-		require.Equal(t, *e.Retryable, v.Retryable)
-	}
-	if e.Reason != nil {
-		require.Equal(t, *e.Reason, string(v.Reason))
-	}
-	if e.Limit != nil {
-		require.Equal(t, *e.Limit, v.Limit)
-	}
-	if e.Requested != nil {
-		require.Equal(t, *e.Requested, v.Requested)
-	}
+	testenv.CheckExpect(t, e, testenv.VerdictFacts{
+		Verdict: v.String(), Class: v.Class.String(), Dimension: v.Dimension.String(), HasDimension: v.HasDimension,
+		QuotaID: v.QuotaID, RetryAfter: v.RetryAfter, ResetAt: v.ResetAt, Retryable: v.Retryable,
+		Reason: string(v.Reason), Limit: v.Limit, Requested: v.Requested,
+	})
 }
 
 // Serve returns a server answering every request with fc's response.
