@@ -16,14 +16,15 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	"github.com/tollgate-dev/tollgate/internal/fixtures"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 // Time is the date header of every fixture.
-var Time = testenv.ErrorFixtureTime
+var Time = fixtures.Time
 
 // Fixture is one recorded provider failure and the verdict it must get.
-type Fixture = testenv.ErrorFixture
+type Fixture = fixtures.Error
 
 // Load returns the fixtures of provider p, from $TOLLGATE_FIXTURES if set,
 // else from errors/testdata (the caller is a package directly under errors).
@@ -36,7 +37,7 @@ func Load(tb testing.TB, p capacity.Provider) []Fixture {
 		name = filepath.Join("..", "..", "testdata", name)
 	}
 	var cases []Fixture
-	for _, fc := range testenv.LoadErrorFixtures(tb, name) {
+	for _, fc := range fixtures.LoadErrors(tb, name) {
 		if fc.Provider == p {
 			cases = append(cases, fc)
 		}
@@ -46,9 +47,9 @@ func Load(tb testing.TB, p capacity.Provider) []Fixture {
 }
 
 // Check checks v against every field e states; v may say more.
-func Check(t *testing.T, e testenv.ErrorExpect, v tgerrors.Verdict) {
+func Check(t *testing.T, e fixtures.Expect, v tgerrors.Verdict) {
 	t.Helper()
-	testenv.CheckExpect(t, e, testenv.VerdictFacts{
+	fixtures.CheckExpect(t, e, fixtures.VerdictFacts{
 		Verdict: v.String(), Class: v.Class.String(), Dimension: v.Dimension.String(), HasDimension: v.HasDimension,
 		QuotaID: v.QuotaID, RetryAfter: v.RetryAfter, ResetAt: v.ResetAt, Retryable: v.Retryable,
 		Reason: string(v.Reason), Limit: v.Limit, Requested: v.Requested,
