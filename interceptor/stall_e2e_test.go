@@ -3,9 +3,6 @@ package interceptor_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 	"github.com/tollgate-dev/tollgate/interceptor"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 	"github.com/tollgate-dev/tollgate/testsuite"
 	"github.com/tollgate-dev/tollgate/testsuite/devserver"
 )
@@ -59,7 +57,7 @@ func TestRedisStallDuringSettleNeverPaysTwice(t *testing.T) {
 	}
 	const n = 70
 	const pause = 6 * time.Second
-	addr := startPrivateRedis(t)
+	addr := testenv.StartRedisServer(t, "").Addr() // its own: pausing it disturbs no other test
 	srv := devserver.StartForTest(t)
 	c := srv.Client()
 
@@ -177,29 +175,4 @@ func TestRedisStallDuringSettleNeverPaysTwice(t *testing.T) {
 	failures := settleFailures(t, reader)
 	t.Logf("settles given up on after SettleTimeout (%v) or failed: %v", interceptor.DefaultSettleTimeout, failures)
 	assert.Equal(t, int64(n), failures["timeout"]+failures["error"], "every call returned its answer without waiting for Redis")
-}
-
-// startPrivateRedis starts a throwaway redis-server on a free port for this
-// test alone (pausing it disturbs no other test) and returns its address.
-func startPrivateRedis(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server not found: install Debian's redis-server (make redis does)")
-		}
-		t.Skip("redis-server not found")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, l.Close())
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := "127.0.0.1:" + port
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil }, 10*time.Second, 10*time.Millisecond, "redis-server did not start")
-	return addr
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 // aclRules is the least a store's Redis user needs (see the package doc).
@@ -22,13 +23,13 @@ const aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -
 // the commands the package doc lists.
 func TestACLUser(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t, "")
-	admin := redis.NewClient(&redis.Options{Addr: srv.addr()})
+	srv := testenv.StartRedisServer(t, "")
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 	ctx := context.Background()
 	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "tollgate"}, toAny(strings.Fields(aclRules))...)...).Err())
 
-	rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), Username: "tollgate", Password: "s3cret"})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "tollgate", Password: "s3cret"})
 	defer rdb.Close()
 	s, err := New(rdb, Options{})
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 // benchGoroutines is the concurrency of the admission benchmarks.
@@ -140,7 +141,7 @@ func runAdmission(b *testing.B, rdb *redis.Client, hook *countHook, op func(i in
 // script down), else the test Redis.
 func benchAddr(b *testing.B) string {
 	if _, err := exec.LookPath("redis-server"); err == nil {
-		return startRedis(b, "").addr()
+		return testenv.StartRedisServer(b, "").Addr()
 	}
 	return redisAddr()
 }

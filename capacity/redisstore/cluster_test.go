@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 // TestCluster runs the contract suite through a *redis.ClusterClient on a
@@ -19,7 +20,7 @@ import (
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	srv := startRedisCluster(t)
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.addr()}})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}})
 	defer rdb.Close()
 	storetest.Run(t, func(t *testing.T, clock capacity.Clock) capacity.Store {
 		s, err := New(rdb, Options{Prefix: "cluster-" + t.Name(), Clock: clock})
@@ -30,10 +31,10 @@ func TestCluster(t *testing.T) {
 }
 
 // startRedisCluster starts a one-node Redis Cluster owning every slot.
-func startRedisCluster(t *testing.T) *redisServer {
+func startRedisCluster(t *testing.T) *testenv.RedisServer {
 	t.Helper()
-	srv := startRedisArgs(t, "--cluster-enabled", "yes", "--cluster-config-file", t.TempDir()+"/nodes.conf")
-	c := redis.NewClient(&redis.Options{Addr: srv.addr()})
+	srv := testenv.StartRedisServer(t, "", "--cluster-enabled", "yes", "--cluster-config-file", t.TempDir()+"/nodes.conf")
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer c.Close()
 	ctx := context.Background()
 	require.NoError(t, c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,62 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
-
-// redisServer is a throwaway redis-server this test owns: no persistence,
-// so a restart loses every key and script.
-type redisServer struct {
-	t    testing.TB
-	port string
-	cmd  *exec.Cmd
-}
-
-// startRedis starts a redis-server on a free port (or on port, if set).
-func startRedis(t testing.TB, port string) *redisServer {
-	t.Helper()
-	return startRedisOn(t, port)
-}
-
-// startRedisArgs starts a redis-server on a free port with extra arguments.
-func startRedisArgs(t testing.TB, args ...string) *redisServer {
-	t.Helper()
-	return startRedisOn(t, "", args...)
-}
-
-func startRedisOn(t testing.TB, port string, args ...string) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server not found: install Debian's redis-server (make redis does)")
-		}
-		t.Skip("redis-server not found")
-	}
-	if port == "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		require.NoError(t, l.Close())
-	}
-	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
-	require.NoError(t, cmd.Start())
-	r := &redisServer{t: t, port: port, cmd: cmd}
-	t.Cleanup(r.kill)
-	rdb := redis.NewClient(&redis.Options{Addr: r.addr()})
-	defer rdb.Close()
-	require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil }, 10*time.Second, 10*time.Millisecond, "redis-server did not start")
-	return r
-}
-
-func (r *redisServer) addr() string { return "127.0.0.1:" + r.port }
-
-// kill stops the server with SIGKILL: nothing is saved.
-func (r *redisServer) kill() {
-	if r.cmd.ProcessState == nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-	}
-}
 
 // TestRedisRestart: Redis is killed mid-run and restarted empty. Workers get
 // typed errors while it is down (fail closed; never a panic, never a blind
@@ -80,12 +22,12 @@ func (r *redisServer) kill() {
 // lost state through the epoch and admit again from the burst level.
 func TestRedisRestart(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t, "")
+	srv := testenv.StartRedisServer(t, "")
 	limits := capacity.Limits{RequestsPerMinute: 1200, SafetyMargin: 1, Burst: time.Second} // 20/s, 20 at once
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "restart"}
 	var stores []*Store
 	for range 2 {
-		rdb := redis.NewClient(&redis.Options{Addr: srv.addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: 1})
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: 1})
 		defer rdb.Close()
 		s, err := New(rdb, Options{Prefix: "restart", ProbeInterval: 100 * time.Millisecond})
 		require.NoError(t, err)
@@ -144,9 +86,9 @@ func TestRedisRestart(t *testing.T) {
 		}
 	}
 	time.Sleep(killAt)
-	srv.kill()
+	srv.Kill()
 	time.Sleep(restartAt - killAt)
-	srv2 := startRedis(t, srv.port)
+	srv2 := testenv.StartRedisServer(t, srv.Port)
 	wg.Wait()
 
 	t.Logf("Redis (no persistence) killed at %v and restarted empty at %v; 2 workers × 4 goroutines, 20 requests/s, burst 20:", killAt, restartAt)
@@ -174,7 +116,7 @@ func TestRedisRestart(t *testing.T) {
 		resets += s.Stats().Resets
 	}
 	require.Positive(t, resets, "the lost state was detected")
-	rdb := redis.NewClient(&redis.Options{Addr: srv2.addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv2.Addr()})
 	defer rdb.Close()
 	stats, err := rdb.Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -321,35 +320,10 @@ func scaleAddr(b *testing.B) string {
 	if addr := os.Getenv(scaleEnvServer); addr != "" {
 		return addr
 	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		return testenv.RedisAddr()
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	_ = l.Close()
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.TempDir())
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := "127.0.0.1:" + port
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	for range 100 {
-		if rdb.Ping(context.Background()).Err() == nil {
-			return addr
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b.Fatal("redis-server did not start on " + addr)
-	return ""
+	return testenv.StartRedisServer(b, "").Addr()
 }
 
 // scaleEnvInt returns the positive integer in env variable k, or def.

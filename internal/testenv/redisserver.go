@@ -1,0 +1,61 @@
+package testenv
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// RedisServer is a throwaway redis-server a test owns: no persistence, its
+// files in the test's temporary folder, killed when the test ends.
+type RedisServer struct {
+	Port string
+	cmd  *exec.Cmd
+}
+
+// StartRedisServer starts a redis-server on port (a free one if empty) with
+// extra arguments, and waits until it answers. Without a redis-server
+// binary, tb fails when $CI is set (a green CI must not hide a missing
+// install step) and is skipped otherwise.
+func StartRedisServer(tb testing.TB, port string, args ...string) *RedisServer {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatal("redis-server not found: install Debian's redis-server (make redis does)")
+		}
+		tb.Skip("redis-server not found")
+	}
+	if port == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(tb, err)
+		port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		require.NoError(tb, l.Close())
+	}
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir()}, args...)...)
+	require.NoError(tb, cmd.Start())
+	r := &RedisServer{Port: port, cmd: cmd}
+	tb.Cleanup(r.Kill)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	require.Eventually(tb, func() bool { return rdb.Ping(context.Background()).Err() == nil }, 10*time.Second, 10*time.Millisecond, "redis-server did not start")
+	return r
+}
+
+// Addr is the server's host:port.
+func (r *RedisServer) Addr() string { return "127.0.0.1:" + r.Port }
+
+// Kill stops the server with SIGKILL: nothing is saved.
+func (r *RedisServer) Kill() {
+	if r.cmd.ProcessState == nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	}
+}
