@@ -31,6 +31,9 @@ func TestLeaseIsRenewedDuringALongCall(t *testing.T) {
 			return snap.Leases[0].Expires
 		}
 		first := leaseExpiry()
+		// The keepalive arms its timer on its own goroutine: moving the
+		// clock before would leave that timer in the future.
+		require.Eventually(t, func() bool { return clock.Waiters() > 0 }, 2*time.Second, time.Millisecond, "the keepalive never armed its timer")
 		clock.Advance(25 * time.Second) // past a third of the TTL: the keepalive renews
 		renewed = assert.Eventually(t, func() bool { return leaseExpiry().After(first) }, 5*time.Second, time.Millisecond)
 		clock.Advance(40 * time.Second) // past the first expiry
