@@ -105,6 +105,14 @@ func ParseHeaders(p Provider, h http.Header, now time.Time) Observation {
 		parseDimensions(&obs, h, ref, openAIHeaders, parseDurationReset)
 		parseDimensions(&obs, h, ref, anthropicHeaders, parseTimestampReset)
 	}
+	if p != OpenAI {
+		// Anthropic meters output as it is produced: its remaining output
+		// tokens, and its combined tokens, do not count the calls in flight
+		// (nor, for a provider tollgate does not know, are they assumed to).
+		for _, d := range []Dimension{OutputTokens, Tokens} {
+			obs.Dims[d].InFlightExcluded = obs.Dims[d].HasRemaining
+		}
+	}
 	if d, ok := retryAfter(h, ref); ok {
 		obs.RetryAfter = d
 	}

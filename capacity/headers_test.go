@@ -29,6 +29,8 @@ type expectedDimension struct {
 	Limit     *int64   `json:"limit"`
 	Remaining *int64   `json:"remaining"`
 	ResetInS  *float64 `json:"reset_in_s"`
+	// InFlightExcluded: the remaining does not count calls in flight.
+	InFlightExcluded bool `json:"in_flight_excluded"`
 }
 
 func loadHeaderFixtures(tb testing.TB) []headerFixture {
@@ -73,6 +75,7 @@ func TestParseHeadersFixtures(t *testing.T) {
 				if e.ResetInS != nil {
 					w.HasReset, w.ResetIn = true, seconds(*e.ResetInS)
 				}
+				w.InFlightExcluded = e.InFlightExcluded
 				dims++
 			}
 			require.Equal(t, want, obs.Dims)
@@ -117,6 +120,7 @@ func TestParseHeaders(t *testing.T) {
 			now: t0.Add(5 * time.Minute),
 			want: Observation{Provider: Anthropic, Date: t0, Dims: dims(Tokens, DimensionObservation{
 				HasRemaining: true, Remaining: 10, HasReset: true, ResetIn: 30 * time.Second,
+				InFlightExcluded: true, // Anthropic's combined tokens count output as it is produced
 			})},
 		},
 		{

@@ -23,6 +23,8 @@ type memScope struct {
 	endedAt map[string]time.Time
 
 	notify chan struct{} // closed and dropped on each settle/release, made by Released
+
+	grace time.Duration // MemoryOptions.TicketGrace: how long a due ticket waits for its call
 }
 
 // scopeState is the part of a scope's state held by value, so that a copy
@@ -56,10 +58,11 @@ type scopeState struct {
 	block    Block
 }
 
-func newMemScope(sc Scope) *memScope {
+func newMemScope(sc Scope, grace time.Duration) *memScope {
 	return &memScope{
 		scope: sc, leases: make(map[string]Lease), tickets: make(map[string]Ticket),
 		failures: make(map[string]failureCount), endedAt: make(map[string]time.Time),
+		grace: grace,
 	}
 }
 
@@ -70,6 +73,7 @@ func (m *memScope) clone() *memScope {
 		scope: m.scope, scopeState: m.scopeState,
 		leases: maps.Clone(m.leases), tickets: maps.Clone(m.tickets),
 		failures: map[string]failureCount{}, endedAt: maps.Clone(m.endedAt),
+		grace: m.grace,
 	}
 }
 
@@ -144,6 +148,7 @@ func (m *memScope) setLimits(l Limits, now time.Time) {
 		return
 	}
 	m.clampLevels()
+	m.retime(now)
 }
 
 // clampLevels keeps every bucket's level at or below its capacity, after the
@@ -191,7 +196,7 @@ func (m *memScope) advance(now time.Time) {
 	if !m.loweredUntil.IsZero() && !now.Before(m.loweredUntil) {
 		// Evidence, not law: a lowered limit not reported again is forgotten.
 		m.lowered, m.loweredUntil = [NumDimensions]int64{}, time.Time{}
-		m.recompute()
+		m.recompute() // tickets keep their times (later than needed) until the next retime
 	}
 	if !m.nextExp.IsZero() && !now.Before(m.nextExp) {
 		m.reclaim(now)
@@ -270,13 +275,15 @@ func (m *memScope) nextSlotAt(now time.Time) time.Time {
 }
 
 // charge takes c from every budget (c may be negative: a refund, capped at
-// capacity) and records it in the grant history.
+// capacity, or at the level a provider's report raised it to) and records
+// it in the grant history.
 func (m *memScope) charge(c Charges) {
 	for d := range numBuckets {
 		if c[d] == 0 || !m.budgets[d].Limited {
 			continue
 		}
-		m.level[d] = math.Min(m.budgets[d].Capacity-m.booked[d], m.level[d]-float64(c[d]))
+		top := math.Max(m.budgets[d].Capacity-m.booked[d], m.level[d])
+		m.level[d] = math.Min(top, m.level[d]-float64(c[d]))
 	}
 	for i, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
 		if m.budgets[d].Limited {
@@ -459,8 +466,8 @@ func (m *memScope) dropLease(call string) {
 // the configured one lowers it, to a tenth of it at the least
 // (MinReportedFraction), and a report at or above it lifts an earlier
 // lowering. A lowering is forgotten LoweredLimitMemory after the last report
-// of one.
-func (m *memScope) lowerLimits(o Observation, now time.Time) {
+// of one. It reports whether the budgets changed.
+func (m *memScope) lowerLimits(o Observation, now time.Time) bool {
 	changed, reported, lowered := false, false, false
 	for d := range numBuckets {
 		od := o.Dims[d]
@@ -486,6 +493,7 @@ func (m *memScope) lowerLimits(o Observation, now time.Time) {
 		m.recompute()
 		m.clampLevels()
 	}
+	return changed
 }
 
 // boundReported is a reported limit below the configured limit cfg (0: none
@@ -499,11 +507,15 @@ func boundReported(reported, cfg int64) int64 {
 }
 
 // observe applies a provider report: lowered limits (lowerLimits), and the
-// level of each reported bucket becomes at most the reported remaining minus
-// what was granted after the observed request left. Reset values are never
-// used as rates.
+// level of each reported bucket follows the reported remaining, up as well
+// as down: the provider's bucket (level + booked) becomes the remaining
+// minus what was granted after the observed request left (and, where the
+// remaining does not count calls in flight, minus what the live leases
+// hold), at most the bucket's ceiling. It follows the report up only where
+// the report is of the configured budget (follows). Booked tickets then
+// follow the new levels (retime). Reset values are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
-	m.lowerLimits(o, now)
+	changed := m.lowerLimits(o, now)
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if !od.HasRemaining || !m.budgets[d].Limited {
@@ -512,14 +524,48 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		var since float64
 		if o.Mark.Valid {
 			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
-		} else {
-			// Unknown send time: assume everything in flight left after it.
+		}
+		if !o.Mark.Valid || od.InFlightExcluded {
+			// Unknown send time: assume everything in flight left after it;
+			// a remaining that excludes calls in flight is short of them.
 			for _, le := range m.leases {
 				since += float64(le.Charges[d])
 			}
 		}
-		m.level[d] = math.Min(m.level[d], float64(od.Remaining)-since)
+		// The provider's bucket holds what booked tickets will claim:
+		// what a new call may take is the rest.
+		level := math.Min(float64(od.Remaining)-since, m.ceiling(d)) - m.booked[d]
+		if !m.follows(od, d) {
+			level = math.Min(level, m.level[d])
+		}
+		if level != m.level[d] {
+			m.level[d], changed = level, true
+		}
 	}
+	if changed {
+		m.retime(now)
+	}
+}
+
+// follows reports whether bucket d's level may follow report od up: only
+// when od is the remaining of a budget no larger than the configured limit.
+// The remaining of a larger pool (a key whose quota the configuration
+// splits between teams) only lowers the level.
+func (m *memScope) follows(od DimensionObservation, d int) bool {
+	cfg := m.limits.Limit(Dimension(d))
+	return od.HasLimit && od.Limit > 0 && (cfg == 0 || od.Limit <= cfg)
+}
+
+// ceiling is the most a provider's report may raise bucket d to: its
+// per-minute limit (as lowered by reports), or its capacity if larger. A
+// provider whose bucket holds more than Limits.Burst's worth is used to
+// the full; none is used beyond the configured limit.
+func (m *memScope) ceiling(d int) float64 {
+	lim := m.limits.Limit(Dimension(d))
+	if lo := m.lowered[d]; lo > 0 && (lim == 0 || lo < lim) {
+		lim = lo
+	}
+	return math.Max(m.budgets[d].Capacity, float64(lim))
 }
 
 // wake tells waiters that capacity may have come back.

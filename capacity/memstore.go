@@ -66,7 +66,7 @@ func (s *MemoryStore) scope(sc Scope, create bool) *memScope {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st = s.scopes[sc]; st == nil {
-		st = newMemScope(sc)
+		st = newMemScope(sc, s.grace)
 		s.scopes[sc] = st
 	}
 	return st
@@ -291,6 +291,9 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 		delta = delta.NonNegative()
 	}
 	st.charge(delta)
+	if delta.bucketsChange() {
+		st.retime(now)
+	}
 	st.end(lease.ID, now)
 	st.wake()
 	return nil
@@ -313,6 +316,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 	if lease.ID == "" {
 		if tk, ok := st.unbook(lease.Call); ok {
 			st.refund(tk.Charges)
+			st.retime(now)
 			st.wake()
 		}
 		return nil
@@ -320,6 +324,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 	if le, ok := st.leases[lease.Call]; ok && le.ID == lease.ID {
 		st.dropLease(lease.Call)
 		st.refund(le.Charges)
+		st.retime(now)
 		st.end(lease.ID, now)
 		st.wake()
 	}

@@ -15,6 +15,11 @@ type DimensionObservation struct {
 	// reset is the time to refill what was used; Anthropic's is a timestamp,
 	// converted relative to the response's date header). Never a refill rate.
 	ResetIn time.Duration
+	// InFlightExcluded says that Remaining does not count the calls still in
+	// flight: the provider charges this dimension when a call completes
+	// (Anthropic's output tokens). The store then discounts what its live
+	// leases hold before it trusts the report.
+	InFlightExcluded bool
 }
 
 // Observation is what one response's headers said about a scope's budgets.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -29,10 +31,13 @@ type event struct {
 // ledger records events and checks the conformance invariant: over any
 // interval [a, b], the net charges granted in a dimension never exceed
 // burst + rate × (b − a), where burst is the bucket's capacity or the
-// largest single call, whichever is larger.
+// largest single call, whichever is larger — or, once a truthful provider
+// reported its remaining (which a level follows up to the per-minute
+// limit), the limit plus what the largest call exceeds the bucket by.
 type ledger struct {
-	mu     sync.Mutex
-	events []event
+	mu       sync.Mutex
+	events   []event
+	observed bool
 }
 
 func (l *ledger) add(at time.Time, c capacity.Charges) {
@@ -41,9 +46,36 @@ func (l *ledger) add(at time.Time, c capacity.Charges) {
 	l.mu.Unlock()
 }
 
-func (l *ledger) check(t require.TestingT, b [capacity.NumDimensions]capacity.Budget) {
+// providerLevel is what a provider enforcing lim's per-minute limit of d
+// with a full minute's bucket (the most a report may raise a level to)
+// holds at now, after the events so far (at least 0).
+func (l *ledger) providerLevel(d capacity.Dimension, lim capacity.Limits, now time.Time) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	limit := float64(lim.Limit(d))
+	if limit == 0 {
+		return 1 << 40
+	}
+	events := slices.Clone(l.events)
+	sort.SliceStable(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
+	level := limit
+	var last time.Time
+	for _, e := range events {
+		if !last.IsZero() {
+			level = min(limit, level+limit/60*e.at.Sub(last).Seconds())
+		}
+		level, last = min(limit, level-float64(e.c[d])), e.at
+	}
+	if !last.IsZero() {
+		level = min(limit, level+limit/60*now.Sub(last).Seconds())
+	}
+	return int64(max(0, math.Floor(level)))
+}
+
+func (l *ledger) check(t require.TestingT, lim capacity.Limits) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := lim.Budgets()
 	sort.SliceStable(l.events, func(i, j int) bool { return l.events[i].at.Before(l.events[j].at) })
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
 		if !b[d].Limited {
@@ -51,15 +83,28 @@ func (l *ledger) check(t require.TestingT, b [capacity.NumDimensions]capacity.Bu
 		}
 		// A call larger than the bucket (within the limit) goes when the
 		// bucket is full: the burst is the bucket or the largest call.
+		// Once a provider reported its remaining, the level follows it up
+		// to the limit (the provider's own bucket is at least that), and
+		// each call larger than tollgate's bucket may overdraw the
+		// provider's by what it exceeds the bucket.
+		burst := b[d].Capacity
 		for _, e := range l.events {
-			b[d].Capacity = max(b[d].Capacity, float64(e.c[d]))
+			burst = max(burst, float64(e.c[d]))
+		}
+		rate := b[d].Rate
+		if l.observed {
+			burst, rate = max(b[d].Capacity, float64(lim.Limit(d))), float64(lim.Limit(d))/60
 		}
 		for i := range l.events {
-			var sum float64
+			var sum, over float64
 			for j := i; j < len(l.events); j++ {
-				sum += float64(l.events[j].c[d])
+				c := float64(l.events[j].c[d])
+				sum += c
+				if l.observed {
+					over += max(0, c-b[d].Capacity)
+				}
 				span := l.events[j].at.Sub(l.events[i].at).Seconds()
-				bound := b[d].Capacity + b[d].Rate*span + 1e-6
+				bound := burst + over + rate*span + 1e-6
 				require.LessOrEqualf(t, sum, bound,
 					"%s: %.1f charged over [%v, %v] (%.3fs), bound %.1f", d, sum, l.events[i].at, l.events[j].at, span, bound)
 			}
@@ -252,11 +297,14 @@ func TestPropertyConformance(t *testing.T) {
 			"observe": func(t *rapid.T) {
 				var o capacity.Observation
 				d := capacity.Dimension(rapid.IntRange(0, 3).Draw(t, "dim"))
-				o.Dims[d] = capacity.DimensionObservation{HasRemaining: true, Remaining: rapid.Int64Range(0, 100000).Draw(t, "remaining")}
+				// A truthful provider (or one that reports less than it has).
+				most := m.ledger.providerLevel(d, m.limits, clock.Now())
+				o.Dims[d] = capacity.DimensionObservation{HasRemaining: true, Remaining: min(most, rapid.Int64Range(0, 100000).Draw(t, "remaining"))}
 				if le, ok := m.pick(t); ok {
 					o.Mark = le.Mark
 				}
 				require.NoError(t, m.store.Observe(ctx, propScope, o))
+				m.ledger.observed = true
 			},
 			"": func(t *rapid.T) {
 				s := m.snapshot(t)
@@ -266,7 +314,7 @@ func TestPropertyConformance(t *testing.T) {
 				require.LessOrEqual(t, len(s.Leases), len(m.live)+0, "store holds a lease the model dropped")
 			},
 		})
-		m.ledger.check(t, m.limits.Budgets())
+		m.ledger.check(t, m.limits)
 	})
 }
 
@@ -354,6 +402,6 @@ func TestConcurrentConformance(t *testing.T) {
 		}
 		wg.Wait()
 		close(stop)
-		led.check(rt, limits.Budgets())
+		led.check(rt, limits)
 	})
 }

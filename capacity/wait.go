@@ -28,9 +28,12 @@ type WaitOptions struct {
 // Notifier) announces released capacity, whichever is first; it never polls.
 // With req.Book, the first denial books a ticket and the wait ends at the
 // ticket's time. While it holds a ticket for a known time (booked now, or
-// come early: DenyTicket) it sleeps until then without listening for
-// releases, which cannot bring that time forward; a due ticket waiting for an
-// in-flight slot listens. A deadline refusal (DenyDeadline) returns at once.
+// come early: DenyTicket) it does not listen for releases; since the store
+// moves tickets with the budget (earlier on a refund, later when a limit
+// falls), it asks again halfway through each wait longer than
+// TicketRecheck, so a ticket brought forward is claimed on time give or
+// take half the wait left. A due ticket waiting for an in-flight slot
+// listens. A deadline refusal (DenyDeadline) returns at once.
 //
 // It returns the granted Reservation; or the last denial, with a nil error,
 // when waiting would exceed MaxWait (a booked ticket is kept for the caller's
@@ -78,7 +81,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 			if wait := r.RetryAt.Sub(r.Now); wait > minSleep {
 				d = max(wait-clk.Now().Sub(sent), 0)
 				if holdsTicket(r) {
-					d = wait
+					d = ticketSleep(wait)
 				}
 			}
 		}
@@ -106,6 +109,20 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		}
 		stop()
 	}
+}
+
+// TicketRecheck is the shortest wait for a ticket that Wait splits: a
+// ticket holder with more to wait sleeps half of it and asks again, since
+// the store may have moved its ticket meanwhile.
+const TicketRecheck = 250 * time.Millisecond
+
+// ticketSleep is how long a ticket holder with wait left sleeps before it
+// asks again.
+func ticketSleep(wait time.Duration) time.Duration {
+	if wait <= 2*TicketRecheck {
+		return wait
+	}
+	return max(wait/2, TicketRecheck)
 }
 
 // holdsTicket reports whether r tells a call that it holds a ticket granted

@@ -103,6 +103,41 @@ func TestWaitTicketHolderIgnoresReleases(t *testing.T) {
 		require.Equal(t, int64(2), s.reserves.Load(), "the release did not wake the ticket holder")
 		res := <-done // at the ticket's time, a second later in the bubble
 		require.True(t, res.Granted)
-		require.Equal(t, int64(3), s.reserves.Load(), "a's reserve, b's booking and b's claim")
+		// The settle charged what a reserved: b's ticket did not move, and
+		// b asked once more halfway through its 1 s wait (TicketRecheck).
+		require.Equal(t, int64(4), s.reserves.Load(), "a's reserve, b's booking, b's recheck and b's claim")
+	})
+}
+
+// TestWaitClaimsATicketBroughtForward: a refund moves a booked ticket
+// earlier, and its holder, asking again halfway through its wait, claims it
+// then instead of at its old time.
+func TestWaitClaimsATicketBroughtForward(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := capacity.NewMemoryStore(capacity.MemoryOptions{})
+		ctx := context.Background()
+		sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "c"}
+		l := capacity.Limits{OutputTokensPerMinute: 6000, Burst: 10 * time.Second, SafetyMargin: 1} // 100/s, capacity 1000
+		charges := func(out int64) capacity.Charges {
+			return capacity.Charges{capacity.OutputTokens: out, capacity.InFlight: 1}
+		}
+		held, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: "a", Attempt: 1, Charges: charges(1000)})
+		require.NoError(t, err)
+		require.True(t, held.Granted)
+
+		start := time.Now()
+		done := make(chan time.Duration, 1)
+		go func() {
+			// b's ticket is due in 8 s.
+			res, err := capacity.Wait(ctx, s, capacity.Request{Scope: sc, Limits: l, Call: "b", Attempt: 1, Charges: charges(800), Book: true}, capacity.WaitOptions{})
+			assert.NoError(t, err)
+			assert.True(t, res.Granted)
+			done <- time.Since(start)
+		}()
+		synctest.Wait()
+		// a used 100 of its 1000: b is due at 0 s now, and claims at its first recheck (4 s).
+		require.NoError(t, s.Settle(ctx, held.Lease, charges(100)))
+		waited := <-done
+		assert.Equal(t, 4*time.Second, waited, "claimed at the first recheck, not at its old time (8 s)")
 	})
 }

@@ -135,6 +135,13 @@ func (g *gatedCall) denied(res capacity.Reservation) error {
 		// expiry the store reports as the latest moment: come back soon.
 		wait = min(wait, inFlightRetry)
 	}
+	if res.Booked && wait > max(g.opts.MaxLocalWait, time.Second) {
+		// The store moves tickets with the budget (earlier on a refund,
+		// later when a limit falls): a call away in Temporal comes back
+		// halfway to read its ticket's time again, so a ticket brought
+		// forward is not left idle while its call sleeps.
+		wait /= 2
+	}
 	return g.delayedRetry(wait, res.Booked, res.Reason.String(), dim)
 }
 

@@ -63,10 +63,12 @@ func TestDelayedRetryIsBenignWithNextRetryDelay(t *testing.T) {
 }
 
 func TestLocalWait(t *testing.T) {
-	// A real clock: the second call waits ~100 ms in-process for its ticket.
+	// A real clock: the second call waits ~200 ms in-process for its ticket.
+	// (The scripted provider reports 590 left of a 600 RPM budget: a
+	// larger budget than the 300 configured, which never raises a level.)
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
 	counting := &denialCounter{MemoryStore: store}
-	e2 := newEnvWithStore(t, store, capacity.Limits{RequestsPerMinute: 600, SafetyMargin: 1, Burst: 100 * time.Millisecond}, func(o *interceptor.Options) {
+	e2 := newEnvWithStore(t, store, capacity.Limits{RequestsPerMinute: 300, SafetyMargin: 1, Burst: 200 * time.Millisecond}, func(o *interceptor.Options) {
 		o.Store = counting
 		o.Clock = nil
 		o.MaxLocalWait = 5 * time.Second

@@ -25,7 +25,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "3.2"
+const scriptVersion = "3.3"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -39,7 +39,7 @@ const (
 const (
 	reserveFields = 16 // day boundary, next boundary, attempt, class, charges x7, ttl, deadline, book, since, limits signature
 	settleFields  = 10 // day boundary, next boundary, attempt, final minus reserved x7
-	observeFields = 23 // day boundary, next boundary, per bucket: has limit, limit, has remaining, remaining; mark valid, mark x4
+	observeFields = 27 // day boundary, next boundary, per bucket: has limit, limit, has remaining, remaining; mark valid, mark x4; per bucket: remaining excludes calls in flight
 )
 
 // Field names of a stored lease and ticket (a line of name=value pairs, a

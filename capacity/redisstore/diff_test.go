@@ -353,6 +353,7 @@ func (m *diffModel) drawObservation(t *rapid.T) (capacity.Observation, capacity.
 				// limited (see drawLimits).
 				HasLimit: m.on[d] && rapid.Bool().Draw(t, "has-limit"), Limit: rapid.Int64Range(0, 100000).Draw(t, "limit"),
 				HasRemaining: rapid.Bool().Draw(t, "has-remaining"), Remaining: rapid.Int64Range(-10, 100000).Draw(t, "remaining"),
+				InFlightExcluded: rapid.Bool().Draw(t, "in-flight-excluded"),
 			}
 		}
 	}

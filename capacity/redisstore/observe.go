@@ -52,6 +52,9 @@ func (s *Store) observeOp(ctx context.Context, k *scopeKeys, obs capacity.Observ
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
 		fields = append(fields, obs.Mark.Granted[d])
 	}
+	for d := capacity.Requests; d <= capacity.Tokens; d++ {
+		fields = append(fields, boolArg(obs.Dims[d].InFlightExcluded))
+	}
 	return &op{ctx: ctx, code: opObserve, fields: fields}
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // cases is the whole contract, in the order Run runs it.
-var cases = concat(bucketCases, leaseCases, ticketCases, observeCases, blockCases, halfOpenCases, inputCases, hardeningCases)
+var cases = concat(bucketCases, leaseCases, ticketCases, observeCases, followCases, blockCases, halfOpenCases, inputCases, hardeningCases)
 
 func concat(groups ...[]Case) []Case {
 	var all []Case

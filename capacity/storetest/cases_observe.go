@@ -25,7 +25,8 @@ var observeCases = []Case{
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 2000-300, h.level(capacity.Tokens), 1e-9)
-		// A stale, larger remaining never raises the level.
+		// A remaining that does not say of which budget (no limit) never
+		// raises the level.
 		o = remaining(capacity.Tokens, 100000)
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))

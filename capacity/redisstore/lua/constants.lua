@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "3.2"
+local SCRIPT_VERSION = "3.3"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -54,7 +54,7 @@ local OP_RESERVE = 1
 local OP_SETTLE = 2
 local OP_OBSERVE = 3
 -- fields of each operation after its code and call
-local OP_FIELDS = {[1] = 16, [2] = 10, [3] = 23}
+local OP_FIELDS = {[1] = 16, [2] = 10, [3] = 27}
 -- KEYS of a scope script (keys.go)
 local K_EPOCH = 1
 local K_CRED_BLOCK = 2

@@ -13,7 +13,8 @@
 --   OP_SETTLE: day boundary, next boundary, attempt (0: matches no lease),
 --       final charges minus reserved x7
 --   OP_OBSERVE: day boundary, next boundary, for each bucket: has limit,
---       limit, has remaining, remaining; mark valid, mark x4
+--       limit, has remaining, remaining; mark valid, mark x4; for each
+--       bucket: remaining excludes calls in flight
 -- Reply: header('B'), then one result per operation.
 -- A reserve's result:
 --   {'G', room, probe, lease}       granted: a new lease, a repeat or a
@@ -216,6 +217,12 @@ local function settle(c, attempt, delta)
     for d = 1, ND do delta[d] = max(delta[d], 0) end
   end
   charge(delta)
+  for d = 1, NB do
+    if delta[d] ~= 0 then
+      retime()
+      break
+    end
+  end
   endLease(id)
   wake()
   return 'ok'
@@ -246,12 +253,13 @@ end
 -- observeOp reads the observation at ARGV[i] (its fields).
 local function observeOp(i)
   local f = numbers(i, OP_FIELDS[OP_OBSERVE])
-  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = f[19] == 1, mark = {}}
+  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = f[19] == 1, mark = {}, excluded = {}}
   for d = 1, NB do
     local j = 2 + (d - 1) * 4
     o.hasLimit[d], o.limit[d] = f[j + 1] == 1, f[j + 2]
     o.hasRemaining[d], o.remaining[d] = f[j + 3] == 1, f[j + 4]
     o.mark[d] = f[19 + d]
+    o.excluded[d] = f[23 + d] == 1
   end
   BOUND1, BOUND2 = f[1], f[2]
   return o
@@ -297,6 +305,7 @@ if not load(create) then
   end
   return out
 end
+S.ticket_grace = GRACE
 local results = {}
 i = 8
 while ARGV[i] do

@@ -5,11 +5,13 @@
 -- Budgets -------------------------------------------------------------------
 
 -- charge takes c from every budget (c may be negative: a refund, capped at
--- capacity) and records it in the grant history.
+-- capacity, or at the level a provider's report raised it to) and records
+-- it in the grant history.
 charge = function(c)
   for d = 1, NB do
     if c[d] ~= 0 and S.capacity[d] > 0 then
-      S.level[d] = min(S.capacity[d] - S.booked[d], S.level[d] - c[d])
+      local top = max(S.capacity[d] - S.booked[d], S.level[d])
+      S.level[d] = min(top, S.level[d] - c[d])
     end
   end
   for d = REQUESTS_PER_DAY, TOKENS_PER_DAY do
@@ -104,6 +106,37 @@ local function waitFor(need, rate)
   return w
 end
 
+-- retime moves every booked ticket to the time the provider's bucket
+-- (level + booked) holds its charges and those of every ticket due before
+-- it, above its class's floor: tickets follow the budget. They keep their
+-- order (their times, then their calls: the sorted set of ticket times); a
+-- ticket brought forward keeps its expiry, one pushed back lapses the
+-- ticket grace after its new time.
+local function retime()
+  if S.tickets == 0 then return end
+  local ahead = zeros(NB) -- the charges of the tickets due so far
+  for _, c in ipairs(call('ZRANGE', KEYS[K_TICKET_TIMES], 0, -1)) do
+    local tk = getTicket(c)
+    if tk then
+      local fl, w = classFloor(tk.class), 0
+      for d = 1, NB do
+        local cap, x = S.capacity[d], tk.charge[d]
+        if cap > 0 and x ~= 0 then
+          ahead[d] = ahead[d] + x
+          local need = ahead[d] + fl * cap - (S.level[d] + S.booked[d])
+          if need > EPSILON then w = max(w, waitFor(need, S.rate[d])) end
+        end
+      end
+      local at = NOW + w
+      local expires = max(tk.expires, at + S.ticket_grace)
+      if at ~= tk.at or expires ~= tk.expires then
+        tk.at, tk.expires = at, expires
+        putTicket(c, tk)
+      end
+    end
+  end
+end
+
 -- nextBoundary is the first day boundary after NOW that Go passed, or 0
 -- when it passed none (the window's end is then pending).
 local function nextBoundary()
@@ -142,6 +175,7 @@ local function setLimits(sig)
     return
   end
   clampLevels()
+  retime()
 end
 
 -- reclaimLeases (memScope.reclaim, for leases) drops expired leases (their slots come back, their tokens
@@ -300,7 +334,8 @@ end
 -- lowerLimits applies the limits of observation o: a reported limit below
 -- the configured one lowers it, to a tenth of it at the least, and a report
 -- at or above it lifts an earlier lowering. A lowering is forgotten
--- LOWERED_LIMIT_MEMORY after the last report of one (advance).
+-- LOWERED_LIMIT_MEMORY after the last report of one (advance). It reports
+-- whether the budgets changed.
 local function lowerLimits(o)
   local changed, reported, lowered = false, false, false
   for d = 1, NB do
@@ -324,26 +359,52 @@ local function lowerLimits(o)
     recompute()
     clampLevels()
   end
+  return changed
+end
+
+-- follows reports whether bucket d's level may follow report o up: only
+-- when o is the remaining of a budget no larger than the configured limit;
+-- the remaining of a larger pool only lowers the level.
+local function follows(o, d)
+  local cfg = S.limit[d]
+  return o.hasLimit[d] and o.limit[d] > 0 and (cfg == 0 or o.limit[d] <= cfg)
+end
+
+-- ceiling is the most a provider's report may raise bucket d to: its
+-- per-minute limit (as lowered by reports), or its capacity if larger.
+local function ceiling(d)
+  local lim, lo = S.limit[d], S.lowered[d]
+  if lo > 0 and (lim == 0 or lo < lim) then lim = lo end
+  return max(S.capacity[d], lim)
 end
 
 -- observe applies a provider report: lowered limits (lowerLimits), and the
--- level of each reported bucket becomes at most the reported remaining
--- minus what was granted after the observed request left. Reset values
--- are never used as rates.
+-- level of each reported bucket follows the reported remaining, up as well
+-- as down: the provider's bucket (level + booked) becomes the remaining
+-- minus what was granted after the observed request left (and, where the
+-- remaining does not count calls in flight, minus what the live leases
+-- hold), at most the bucket's ceiling. It follows the report up only where
+-- the report is of the configured budget (follows). Booked tickets then
+-- follow the new levels (retime). Reset values are never used as rates.
 local function observe(o)
-  lowerLimits(o)
+  local changed = lowerLimits(o)
   local inflight
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
-      local since
-      if o.markValid then
-        since = max(0, S.granted[d] - o.mark[d])
-      else
-        -- Unknown send time: assume everything in flight left after it.
+      local since = 0
+      if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
+      if not o.markValid or o.excluded[d] then
+        -- Unknown send time: assume everything in flight left after it; a
+        -- remaining that excludes calls in flight is short of them.
         inflight = inflight or inFlightCharges()
-        since = inflight[d]
+        since = since + inflight[d]
       end
-      S.level[d] = min(S.level[d], o.remaining[d] - since)
+      -- The provider's bucket holds what booked tickets will claim: what
+      -- a new call may take is the rest.
+      local level = min(o.remaining[d] - since, ceiling(d)) - S.booked[d]
+      if not follows(o, d) then level = min(level, S.level[d]) end
+      if level ~= S.level[d] then S.level[d], changed = level, true end
     end
   end
+  if changed then retime() end
 end

@@ -167,6 +167,7 @@ local STATE_SCHEMA = {
   {'block_reason', 'number'}, {'block_until', 'number'}, {'block_detail', 'string'},
   {'block_half_open', 'number'}, {'block_probing', 'number'},
   {'written_by', 'string'}, -- SCRIPT_VERSION of the script that last saved it (3.1)
+  {'ticket_grace', 'number'}, -- µs a due ticket waits for its call (Options.TicketGrace; 3.3)
 }
 
 -- STATE_KINDS is each state field's kind, by name.

@@ -1,0 +1,71 @@
+package capacity
+
+import (
+	"sort"
+	"time"
+)
+
+// retime moves every booked ticket to the time the provider's bucket
+// (level + booked) holds its charges and those of every ticket due before
+// it, above its class's floor: tickets follow the budget. A refund or a
+// higher reported level brings them forward, debt, a lower reported level
+// or a lowered limit pushes them back at once, so nothing booked at an old
+// rate is sent into a new one. Tickets keep their order (their times, then
+// their calls). A ticket brought forward keeps its expiry, so a call that
+// is away until its old time still finds it; one pushed back lapses grace
+// after its new time. It requires the scope's lock.
+func (m *memScope) retime(now time.Time) {
+	if len(m.tickets) == 0 {
+		return
+	}
+	var ahead [numBuckets]float64 // the charges of the tickets due so far
+	for _, tk := range m.ticketsInOrder() {
+		fl := m.limits.floor(tk.Class)
+		var w time.Duration
+		for d := range numBuckets {
+			b := m.budgets[d]
+			c := float64(tk.Charges[d])
+			if !b.Limited || c == 0 {
+				continue
+			}
+			ahead[d] += c
+			if need := ahead[d] + fl*b.Capacity - (m.level[d] + m.booked[d]); need > epsilon {
+				w = max(w, waitFor(need, b.Rate))
+			}
+		}
+		tk.At = now.Add(w)
+		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
+			tk.Expires = exp
+		}
+		m.tickets[tk.Call] = tk
+	}
+}
+
+// ticketsInOrder returns the booked tickets in the order they are due: by
+// time to the microsecond (the Redis store's resolution, so both stores
+// agree on ties), then by call.
+func (m *memScope) ticketsInOrder() []Ticket {
+	order := make([]Ticket, 0, len(m.tickets))
+	for _, tk := range m.tickets {
+		order = append(order, tk)
+	}
+	micros := func(t time.Time) int64 { return (t.UnixNano() + 999) / 1000 }
+	sort.Slice(order, func(i, j int) bool {
+		if a, b := micros(order[i].At), micros(order[j].At); a != b {
+			return a < b
+		}
+		return order[i].Call < order[j].Call
+	})
+	return order
+}
+
+// bucketsChange reports whether charging c moves any per-minute bucket: only
+// then can booked tickets move.
+func (c Charges) bucketsChange() bool {
+	for d := range numBuckets {
+		if c[d] != 0 {
+			return true
+		}
+	}
+	return false
+}

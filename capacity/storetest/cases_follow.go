@@ -1,0 +1,128 @@
+package storetest
+
+import (
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// followCases: the level follows what the provider reports, up and down,
+// and booked tickets follow the level.
+var followCases = []Case{
+	{"ReportedRemainingRaisesLevelToTheLimit", func(h *harness) {
+		// The provider's bucket holds a full minute; tollgate's holds 5 s.
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second}
+		le := h.grant(h.req(l, tokens(4000, 0)))
+		require.NoError(h.t, h.store.Settle(h.ctx, le, le.Charges))
+		o := reported(capacity.Tokens, 60000, 56000)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 56000, h.level(capacity.Tokens), 1e-9)
+		h.grant(h.req(l, tokens(53000, 0))) // what the provider said it has
+		// From there it refills up to its own capacity, no higher.
+		h.clock.Advance(time.Minute)
+		assert.InDelta(h.t, 5000, h.level(capacity.Tokens), 1e-9)
+
+		// Never above the limit, whatever the provider says.
+		o = reported(capacity.Tokens, 60000, 90000)
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 60000, h.level(capacity.Tokens), 1e-9)
+	}},
+	{"LargerPoolsRemainingNeverRaisesLevel", func(h *harness) {
+		// A team configured with 60,000 of a key's 600,000 tokens a minute:
+		// the key's remaining is not the team's.
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second}
+		le := h.grant(h.req(l, tokens(4000, 0)))
+		o := reported(capacity.Tokens, 600000, 590000)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 1000, h.level(capacity.Tokens), 1e-9)
+		o = reported(capacity.Tokens, 600000, 500)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-9, "it lowers it")
+	}},
+	{"RemainingExcludingCallsInFlightDiscountsThem", func(h *harness) {
+		l := capacity.Limits{OutputTokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Minute}
+		le := h.grant(h.req(l, output(1000)))
+		h.grant(h.req(l, output(2000))) // still in flight, not counted by the provider yet
+		require.NoError(h.t, h.store.Settle(h.ctx, le, output(500)))
+		o := reported(capacity.OutputTokens, 60000, 59500)
+		o.Dims[capacity.OutputTokens].InFlightExcluded = true
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		// 59500, less the 2000 granted after le and still in flight: once
+		// for being granted since, once for not being in the remaining.
+		assert.InDelta(h.t, 59500-2000-2000, h.level(capacity.OutputTokens), 1e-9)
+	}},
+	{"RefundBringsTicketsForward", func(h *harness) {
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 10 * time.Second} // 100/s, capacity 1000
+		le := h.grant(h.req(l, tokens(1000, 0)))
+		r := h.req(l, tokens(500, 0))
+		r.Book = true
+		res := h.deny(r)
+		require.True(h.t, res.Booked)
+		assert.Equal(h.t, 5*time.Second, res.RetryAt.Sub(res.Now))
+		// The call used 600 of its 1000: 400 come back, and the ticket is
+		// due 4 s earlier.
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(600, 0)))
+		early := h.deny(r)
+		assert.Equal(h.t, capacity.DenyTicket, early.Reason)
+		assert.Equal(h.t, time.Second, early.RetryAt.Sub(early.Now))
+		h.clock.Advance(time.Second)
+		h.grant(r)
+	}},
+	{"LowerReportPushesTicketsBack", func(h *harness) {
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 10 * time.Second}
+		le := h.grant(h.req(l, tokens(1000, 0)))
+		require.NoError(h.t, h.store.Settle(h.ctx, le, le.Charges))
+		var due []time.Time
+		var reqs []capacity.Request
+		for range 3 {
+			r := h.req(l, tokens(500, 0))
+			r.Book = true
+			res := h.deny(r)
+			require.True(h.t, res.Booked)
+			due, reqs = append(due, res.RetryAt), append(reqs, r)
+		}
+		// The provider halves the limit: the tickets booked at 100/s move
+		// to 50/s at once, in their order.
+		var o capacity.Observation
+		o.Dims[capacity.Tokens] = capacity.DimensionObservation{HasLimit: true, Limit: 3000}
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		for i, r := range reqs {
+			res := h.deny(r)
+			require.Equal(h.t, capacity.DenyTicket, res.Reason)
+			assert.Equal(h.t, time.Duration(i+1)*10*time.Second, res.RetryAt.Sub(res.Now), "ticket %d (booked for %v)", i, due[i].Sub(res.Now))
+		}
+	}},
+	{"ReleasedTicketMovesTheOthersForward", func(h *harness) {
+		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		h.grant(h.req(l, one()))
+		a, b := h.req(l, one()), h.req(l, one())
+		a.Book, b.Book = true, true
+		h.deny(a)
+		res := h.deny(b)
+		assert.Equal(h.t, 2*time.Second, res.RetryAt.Sub(res.Now))
+		require.NoError(h.t, h.store.Release(h.ctx, capacity.Lease{Scope: testScope, Call: a.Call}))
+		res = h.deny(b)
+		assert.Equal(h.t, time.Second, res.RetryAt.Sub(res.Now), "b takes a's place")
+	}},
+}
+
+// reported is an observation of d's limit and remaining.
+func reported(d capacity.Dimension, limit, left int64) capacity.Observation {
+	o := remaining(d, left)
+	o.Dims[d].HasLimit, o.Dims[d].Limit = true, limit
+	return o
+}
+
+// output returns charges of one request with out output tokens.
+func output(out int64) capacity.Charges {
+	c := one()
+	c[capacity.OutputTokens] = out
+	return c
+}
