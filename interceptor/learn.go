@@ -2,10 +2,13 @@ package interceptor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
+
+	"go.temporal.io/sdk/log"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 )
@@ -188,7 +191,7 @@ func (l *learning) learned(ctx context.Context, g *gatedCall) (capacity.Learned,
 	wasRead := !e.at.IsZero()
 	e.at = now // a failed read is not tried again before Refresh either
 	if err != nil {
-		g.logger(ctx).Warn("tollgate: reading what was learned failed; reserving as before", "scope", g.scope.Key(), "kind", g.kind, "error", err)
+		logFailure(g.logger(ctx), "tollgate: reading what was learned failed; reserving as before", err, "scope", g.scope.Key(), "kind", g.kind)
 		return e.l, wasRead
 	}
 	e.l = learned
@@ -213,6 +216,18 @@ func (l *learning) record(ctx context.Context, g *gatedCall, u capacity.Usage) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.SettleTimeout)
 	defer cancel()
 	if err := l.store.Learn(ctx, g.scope, g.kind, s); err != nil {
-		g.logger(ctx).Warn("tollgate: learning from a settled call failed", "scope", g.scope.Key(), "kind", g.kind, "error", err)
+		logFailure(g.logger(ctx), "tollgate: learning from a settled call failed", err, "scope", g.scope.Key(), "kind", g.kind)
 	}
+}
+
+// logFailure logs a learning failure: at debug level when the store is
+// unreachable (the store and the admission path already say so), else as a
+// warning.
+func logFailure(l log.Logger, msg string, err error, kv ...any) {
+	kv = append(kv, "error", err)
+	if errors.Is(err, capacity.ErrStoreUnavailable) {
+		l.Debug(msg, kv...)
+		return
+	}
+	l.Warn(msg, kv...)
 }

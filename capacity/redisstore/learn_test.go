@@ -97,3 +97,37 @@ func TestParseLearned(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLearn is one settled call's sample: one script round trip.
+func BenchmarkLearn(b *testing.B) {
+	s, _ := newTestStore(b, Options{})
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a"}
+	b.ReportAllocs()
+	i := int64(0)
+	for b.Loop() {
+		i++
+		if err := s.Learn(ctx, sc, "Messages", capacity.Sample{OutputTokens: 100 + i%900, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLearned is a worker's read of a (scope, kind), at most once per
+// Learning.Refresh: two HGETALLs in one pipeline.
+func BenchmarkLearned(b *testing.B) {
+	s, _ := newTestStore(b, Options{})
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a"}
+	for i := range int64(2000) {
+		if err := s.Learn(ctx, sc, "Messages", capacity.Sample{OutputTokens: 100 + i%900, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Learned(ctx, sc, "Messages"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
