@@ -39,12 +39,18 @@ func TestTollgateCall(t *testing.T) {
 	assert.Equal(t, int64(256), c.Demand.MaxTokens)
 	assert.Equal(t, capacity.Interactive, c.Class)
 	assert.Positive(t, c.Demand.InputTokens)
+	assert.False(t, c.Demand.InputEstimated, "tiktoken's count is used as it is")
+	oa.UsageKey = "summarize"
+	assert.Equal(t, "summarize", oa.TollgateCall().UsageKey)
 
 	an := activities.AnthropicMessagesRequest{Model: "claude-sonnet-4-5", Credential: "team-a", MaxTokens: 4096,
 		ThinkingBudget: 2048, ExpectedOutputTokens: 500, Messages: []activities.Message{{Content: "hi"}}, InputTokens: 77}
 	c = an.TollgateCall()
 	assert.Equal(t, capacity.Anthropic, c.Provider)
 	assert.Equal(t, int64(77), c.Demand.InputTokens, "a caller's count wins")
+	assert.False(t, c.Demand.InputEstimated, "a caller's count is exact")
+	an.InputTokens = 0
+	assert.True(t, an.TollgateCall().Demand.InputEstimated, "bytes / 3 is an estimate")
 	assert.Equal(t, int64(2548), c.Demand.OutputTokens, "thinking is output")
 	an.ExpectedOutputTokens = 0
 	assert.Equal(t, int64(0), an.TollgateCall().Demand.OutputTokens, "none expected: the profile reserves max_tokens")

@@ -44,24 +44,32 @@ type AnthropicMessagesRequest struct {
 	// adds ThinkingBudget (thinking is output). If zero, MaxTokens is
 	// reserved.
 	ExpectedOutputTokens int64
-	// InputTokens overrides the estimate when set.
+	// InputTokens, when set, is the exact input, used as it is; else the
+	// input is estimated (bytes / 3) and the gate calibrates the estimate
+	// by the scope's learned ratio of actual to estimated input.
 	InputTokens int64
 	Temperature *float64
 	Class       capacity.Class
+	// UsageKey names the kind of call whose output the gate learns
+	// (interceptor.Call.UsageKey), such as "summarize"; if empty, the
+	// activity type.
+	UsageKey string
 }
 
 // TollgateCall implements interceptor.ModelCall. Output is reserved as the
-// expected output plus the thinking budget, else max_tokens; Anthropic meters
-// output as produced, so the reservation is settled to actual usage.
+// expected output plus the thinking budget, else max_tokens, or, once the
+// gate has learned it, the call kind's p95 output (interceptor.LearnOptions);
+// Anthropic meters output as produced, so the reservation is settled to
+// actual usage.
 func (r AnthropicMessagesRequest) TollgateCall() interceptor.Call {
-	in := r.InputTokens
+	in, estimated := r.InputTokens, false
 	if in <= 0 {
-		in = EstimateAnthropicTokens(r.System, r.Messages)
+		in, estimated = EstimateAnthropicTokens(r.System, r.Messages), true // bytes / 3: calibrated by the gate
 	}
 	out := reservedOutput(r.ExpectedOutputTokens, r.ThinkingBudget, r.MaxTokens)
 	return interceptor.Call{
-		Provider: capacity.Anthropic, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class,
-		Demand: capacity.Demand{InputTokens: in, OutputTokens: out, MaxTokens: r.MaxTokens},
+		Provider: capacity.Anthropic, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class, UsageKey: r.UsageKey,
+		Demand: capacity.Demand{InputTokens: in, InputEstimated: estimated, OutputTokens: out, MaxTokens: r.MaxTokens},
 	}
 }
 

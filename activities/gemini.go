@@ -47,24 +47,30 @@ type GeminiGenerateRequest struct {
 	// reserved. Gemini meters no output per minute, so it only matters for
 	// limits that set an output budget.
 	ExpectedOutputTokens int64
-	// InputTokens overrides the estimate when set.
+	// InputTokens, when set, is the exact input, used as it is; else the
+	// input is estimated (bytes / 3) and the gate calibrates the estimate
+	// by the scope's learned ratio of actual to estimated input.
 	InputTokens int64
 	Temperature *float64
 	Class       capacity.Class
+	// UsageKey names the kind of call whose output the gate learns
+	// (interceptor.Call.UsageKey), such as "summarize"; if empty, the
+	// activity type.
+	UsageKey string
 }
 
 // TollgateCall implements interceptor.ModelCall. Gemini's TPM counts input
 // tokens: the profile (capacity.GeminiProfile) charges requests and input,
 // settled to the reported promptTokenCount.
 func (r GeminiGenerateRequest) TollgateCall() interceptor.Call {
-	in := r.InputTokens
+	in, estimated := r.InputTokens, false
 	if in <= 0 {
-		in = EstimateGeminiTokens(r.System, r.Messages)
+		in, estimated = EstimateGeminiTokens(r.System, r.Messages), true // bytes / 3: calibrated by the gate
 	}
 	out := reservedOutput(r.ExpectedOutputTokens, r.ThinkingBudget, r.MaxTokens)
 	return interceptor.Call{
-		Provider: capacity.Gemini, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class,
-		Demand: capacity.Demand{InputTokens: in, OutputTokens: out, MaxTokens: r.MaxTokens},
+		Provider: capacity.Gemini, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class, UsageKey: r.UsageKey,
+		Demand: capacity.Demand{InputTokens: in, InputEstimated: estimated, OutputTokens: out, MaxTokens: r.MaxTokens},
 	}
 }
 

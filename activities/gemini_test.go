@@ -24,8 +24,12 @@ func TestGeminiTollgateCall(t *testing.T) {
 	assert.Equal(t, int64(1324), c.Demand.OutputTokens, "thinking is output")
 	assert.Equal(t, int64(4096), c.Demand.MaxTokens)
 	assert.Equal(t, activities.EstimateGeminiTokens("", r.Messages), c.Demand.InputTokens)
-	r.InputTokens = 77
-	assert.Equal(t, int64(77), r.TollgateCall().Demand.InputTokens, "a caller's count wins")
+	assert.True(t, c.Demand.InputEstimated)
+	r.InputTokens, r.UsageKey = 77, "classify"
+	c = r.TollgateCall()
+	assert.Equal(t, int64(77), c.Demand.InputTokens, "a caller's count wins")
+	assert.False(t, c.Demand.InputEstimated)
+	assert.Equal(t, "classify", c.UsageKey)
 }
 
 func TestGeminiInvalidRequestsAreBadRequests(t *testing.T) {

@@ -45,6 +45,10 @@ type OpenAIChatRequest struct {
 	InputTokens int64
 	Temperature *float64
 	Class       capacity.Class
+	// UsageKey names the kind of call whose output the gate learns
+	// (interceptor.Call.UsageKey), such as "summarize"; if empty, the
+	// activity type.
+	UsageKey string
 }
 
 // TollgateCall implements interceptor.ModelCall.
@@ -54,7 +58,7 @@ func (r OpenAIChatRequest) TollgateCall() interceptor.Call {
 		in = EstimateOpenAITokens(r.Model, r.Messages)
 	}
 	return interceptor.Call{
-		Provider: capacity.OpenAI, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class,
+		Provider: capacity.OpenAI, Model: r.Model, Credential: r.Credential, Region: r.Region, Class: r.Class, UsageKey: r.UsageKey,
 		Demand: capacity.Demand{InputTokens: in, OutputTokens: r.ExpectedOutputTokens, MaxTokens: r.MaxTokens},
 	}
 }

@@ -11,6 +11,12 @@ type Demand struct {
 	InputTokens int64
 	// CachedInputTokens is the estimated input read from the prompt cache.
 	CachedInputTokens int64
+	// InputEstimated reports that InputTokens and CachedInputTokens are a
+	// rough estimate (such as bytes / 3), which the gate may calibrate by
+	// the ratio of actual to estimated input it learned for the scope
+	// (CalibrateInput). False (the default): an exact or tokenizer count,
+	// used as it is.
+	InputEstimated bool
 	// OutputTokens is the output to reserve: the expected completion length
 	// including reasoning/thinking tokens. If zero, MaxTokens is reserved.
 	OutputTokens int64
@@ -178,6 +184,10 @@ type AnthropicProfile struct{}
 
 // Name returns "anthropic".
 func (AnthropicProfile) Name() string { return string(Anthropic) }
+
+// SettlesOutput returns true: Anthropic meters output as produced (see
+// OutputSettler).
+func (AnthropicProfile) SettlesOutput() bool { return true }
 
 // Charges returns Anthropic's admission charges.
 func (AnthropicProfile) Charges(d Demand) Charges {

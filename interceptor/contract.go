@@ -29,6 +29,12 @@ type Call struct {
 	// place; leave it zero (Standard) or equal to the workflow's: a
 	// disagreeing class fails the call with tollgate.Misconfigured.
 	Class capacity.Class
+	// UsageKey names the kind of call whose usage the gate learns
+	// (Options.Learning): calls of one kind on one scope share one learned
+	// output distribution. If empty, the activity type. A name such as
+	// "summarize" (capacity.ValidateKind), never prompt text: a key it
+	// refuses makes the call learn nothing.
+	UsageKey string
 }
 
 // ModelCall is implemented by the first argument of a model-call activity.

@@ -54,6 +54,12 @@
 // until a single half-open probe succeeds; clustered overloads open a
 // per-scope breaker. See the errors package for the types and Details.
 //
+// Each call that settles with usage also teaches the store (a
+// capacity.Learner) its scope and kind's output and input: Anthropic calls
+// then reserve their kind's learned p95 output instead of max_tokens, and
+// estimated inputs are calibrated (see LearnOptions; `tollgate advise`
+// shows what was learned).
+//
 // # Required activity options
 //
 // Every delayed retry costs a Temporal attempt, and the server checks

@@ -30,7 +30,7 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	if v.Status != 0 {
 		outcome = capacity.Rejected
 	}
-	final := g.profile.Settle(g.call.Demand, lease.Charges, outcome, report.Usage)
+	final := g.profile.Settle(g.demand, lease.Charges, outcome, report.Usage)
 	if err := store.Settle(bg, lease, final); err != nil {
 		g.logger(ctx).Warn("tollgate: settle failed; the lease expires by itself", "scope", g.scope.Key(), "error", err)
 		g.a.root.tel.settleFailed(ctx, g, "error")

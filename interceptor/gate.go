@@ -66,6 +66,8 @@ type gatedCall struct {
 	scope    capacity.Scope
 	limits   capacity.Limits
 	profile  capacity.Profile
+	kind     string          // the kind of call learned as; "" learns nothing
+	demand   capacity.Demand // call.Demand with what was learned applied: what is charged
 	charges  capacity.Charges
 	id       string
 	deadline time.Time // schedule-to-close deadline; zero if none
@@ -95,8 +97,11 @@ func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, 
 	limits = capacity.ProfileDayReset(limits, profile)
 	g := &gatedCall{
 		a: a, opts: o, info: info, call: call, scope: scope, limits: limits, profile: profile,
-		charges: profile.Charges(call.Demand), id: callID(info), state: &callState{},
+		id: callID(info), state: &callState{},
 	}
+	g.kind = a.root.learn.kindOf(ctx, g)
+	g.demand = a.root.learn.demand(ctx, g)
+	g.charges = profile.Charges(g.demand)
 	if info.ScheduleToCloseTimeout > 0 && !info.ScheduledTime.IsZero() {
 		g.deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
 	}
@@ -266,7 +271,8 @@ func (g *gatedCall) pastDeadline(now time.Time) bool {
 }
 
 // settleSuccess settles the lease of an answered call, then observes the
-// answer's headers, if it moves state from settlePending to settleReturned.
+// answer's headers and learns from its usage, if it moves state from
+// settlePending to settleReturned.
 // A settle that returns after afterSuccess gave up on it (settleAbandoned)
 // reports nothing and skips the headers, stale by then.
 func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, report Report, reported bool, state *atomic.Int32) {
@@ -274,7 +280,7 @@ func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, rep
 	if !reported || !report.HasUsage {
 		outcome = capacity.Unknown // no usage: keep the whole reservation
 	}
-	final := g.profile.Settle(g.call.Demand, lease.Charges, outcome, report.Usage)
+	final := g.profile.Settle(g.demand, lease.Charges, outcome, report.Usage)
 	err := g.opts.Store.Settle(ctx, lease, final)
 	if !state.CompareAndSwap(settlePending, settleReturned) {
 		return
@@ -287,6 +293,9 @@ func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, rep
 	if reported && report.Header != nil {
 		obs := capacity.ParseHeaders(g.call.Provider, report.Header, g.opts.Clock.Now())
 		g.observe(ctx, lease, obs)
+	}
+	if err == nil && outcome == capacity.Completed {
+		g.a.root.learn.record(ctx, g, report.Usage)
 	}
 }
 

@@ -127,6 +127,10 @@ type Options struct {
 	// tollgate.inflight gauges, while a worker it is set on runs. If zero,
 	// DefaultMetricsInterval.
 	MetricsInterval time.Duration
+	// Learning configures what the gate learns from settled calls to size
+	// reservations (see LearnOptions). The zero value learns, where the
+	// store implements capacity.Learner, with the documented defaults.
+	Learning LearnOptions
 	// TracerProvider receives the tollgate.admit spans. If nil, the
 	// provider of the span the activity runs in (that of Temporal's
 	// OpenTelemetry tracing interceptor), else otel.GetTracerProvider().
@@ -157,6 +161,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LeaseTTL != 0 && o.LeaseTTL < 3*time.Second {
 		return o, fmt.Errorf("%w: LeaseTTL is %v; want >= 3s (it is renewed every third)", ErrInvalidOptions, o.LeaseTTL)
+	}
+	var err error
+	if o.Learning, err = o.Learning.withDefaults(); err != nil {
+		return o, err
 	}
 	if o.Resolve == nil {
 		o.Resolve = defaultResolve

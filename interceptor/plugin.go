@@ -59,13 +59,14 @@ func newWorkerInterceptor(options Options) (*workerInterceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workerInterceptor{opts: o, tel: tel}, nil
+	return &workerInterceptor{opts: o, tel: tel, learn: newLearning(o)}, nil
 }
 
 type workerInterceptor struct {
 	interceptor.WorkerInterceptorBase
-	opts Options
-	tel  *telemetry
+	opts  Options
+	tel   *telemetry
+	learn *learning
 }
 
 func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {

@@ -20,6 +20,7 @@ import (
 //	{P:C}:ended:K             leases settled or released lately, by when they are forgotten (sorted set)
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
+//	{P:C}:learn:K:KIND, {P:C}:learnin:K, {P:C}:learnkinds:K   what was learned (see learn.go)
 //
 // P is Options.Prefix, C is Scope.CredentialKey() and K is Scope.Key(): names,
 // path-escaped, never secrets (Scope.Validate refuses key-shaped names).

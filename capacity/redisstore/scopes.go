@@ -16,17 +16,24 @@ import (
 // its state has not expired. It scans (SCAN, on every master of a cluster),
 // so it is for operators and tools, not for the admission path.
 func (s *Store) Scopes(ctx context.Context) ([]capacity.Scope, error) {
-	match := "{" + s.opts.Prefix + ":*}" + stateInfix + "*"
+	return s.scanScopes(ctx, stateInfix, "scopes")
+}
+
+// scanScopes lists the scopes that have a key {prefix:...}INFIXscope-key,
+// sorted by key, scanning every master of a cluster; what names the listing
+// in errors.
+func (s *Store) scanScopes(ctx context.Context, infix, what string) ([]capacity.Scope, error) {
+	match := "{" + s.opts.Prefix + ":*}" + infix + "*"
 	seen := map[string]capacity.Scope{}
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
-			i := strings.Index(key, "}"+stateInfix)
+			i := strings.Index(key, "}"+infix)
 			if i < 0 {
 				continue
 			}
-			sc, err := capacity.ParseScopeKey(key[i+1+len(stateInfix):])
+			sc, err := capacity.ParseScopeKey(key[i+1+len(infix):])
 			if err != nil {
 				continue // not a scope key of ours
 			}
@@ -41,7 +48,7 @@ func (s *Store) Scopes(ctx context.Context) ([]capacity.Scope, error) {
 		err = scan(ctx, s.rdb)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: listing scopes: %v", capacity.ErrStoreUnavailable, err)
+		return nil, fmt.Errorf("%w: listing %s: %v", capacity.ErrStoreUnavailable, what, err)
 	}
 	out := make([]capacity.Scope, 0, len(seen))
 	for _, sc := range seen {

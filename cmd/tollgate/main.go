@@ -2,6 +2,7 @@
 //
 //	tollgate status   [-redis addr] [-prefix p] [-json]   live budgets, leases, tickets and blocks per scope
 //	tollgate unblock  [-redis addr] [-credential] SCOPE  lift a scope's block (and its credential's)
+//	tollgate advise   [-redis addr] [-prefix p] [-json]   learned output per scope and call kind against max_tokens
 //	tollgate simulate [-provider openai] [-tpm n] ...    try limits on a workload before production
 //
 // Run a subcommand with -h for its flags.
@@ -35,6 +36,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = status(ctx, args[1:], stdout, stderr)
 	case "unblock":
 		err = unblock(ctx, args[1:], stdout, stderr)
+	case "advise":
+		err = advise(ctx, args[1:], stdout, stderr)
 	case "simulate":
 		err = simulate(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -64,6 +67,7 @@ func usage(w io.Writer) {
 commands:
   status     live budgets, in-flight leases, booked tickets and blocks of every scope in Redis
   unblock    lift a scope's block (and, with -credential, its credential's) in Redis
+  advise     output learned per scope and call kind against max_tokens, and the TPM oversizing costs
   simulate   run a workload against limits on a simulated clock and report waits and utilization
 
 Run 'tollgate <command> -h' for a command's flags.
