@@ -56,6 +56,10 @@ type scopeState struct {
 	inflight int64
 	nextExp  time.Time // lower bound of the earliest lease or ticket expiry
 	block    Block
+	// cut is how much of its rate every per-minute bucket has lost to a
+	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
+	// shrinks by RateRecovery a second.
+	cut float64
 }
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {
@@ -184,9 +188,10 @@ func (m *memScope) advance(now time.Time) {
 		for d := range numBuckets {
 			b := m.budgets[d]
 			if top := b.Capacity - m.booked[d]; b.Limited && m.level[d] < top {
-				m.level[d] = math.Min(top, m.level[d]+b.Rate*dt)
+				m.level[d] = math.Min(top, m.level[d]+m.rate(d)*dt)
 			}
 		}
+		m.cut = math.Max(0, m.cut-RateRecovery*dt)
 		m.last = now
 	}
 	if !now.Before(m.dayEnd) {
@@ -367,7 +372,7 @@ func (m *memScope) fitWait(d int, c, floor, borrow float64, now time.Time) time.
 	if need <= epsilon {
 		return 0
 	}
-	w := waitFor(need, b.Rate)
+	w := waitFor(need, m.rate(d))
 	if c > b.Capacity-(m.booked[d]-borrow)+epsilon {
 		for _, tk := range m.tickets {
 			if tk.Charges[d] > 0 && tk.At.Sub(now) > w {
@@ -423,7 +428,7 @@ func (m *memScope) ticketShortfall(tk Ticket, floor float64) time.Duration {
 		}
 		need := math.Min(float64(tk.Charges[d])+floor*b.Capacity, b.Capacity)
 		if short := need - (m.level[d] + m.booked[d]); short > epsilon {
-			w = max(w, waitFor(short, b.Rate))
+			w = max(w, waitFor(short, m.rate(d)))
 		}
 	}
 	return w

@@ -391,10 +391,19 @@ func (s *MemoryStore) Block(ctx context.Context, sc Scope, b Block) error {
 		return nil
 	}
 	st := s.scope(sc, true)
+	now := s.clock.Now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if b.Until.After(st.block.Until) {
-		st.block = b
+	if !b.Until.After(st.block.Until) {
+		return nil // an earlier block already holds longer
+	}
+	paused := st.block.Until.After(now)
+	st.block = b
+	if b.Reason == Cooldown && !paused {
+		// One cut per pause: the 429s of calls sent before it began
+		// arrive during it.
+		st.advance(now)
+		st.cooldown(b.Until.Sub(now), now)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func (m *memScope) retime(now time.Time) {
 			}
 			ahead[d] += c
 			if need := ahead[d] + fl*b.Capacity - (m.level[d] + m.booked[d]); need > epsilon {
-				w = max(w, waitFor(need, b.Rate))
+				w = max(w, waitFor(need, m.rate(d)))
 			}
 		}
 		tk.At = now.Add(w)

@@ -44,7 +44,8 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 		s.up()
 		return nil
 	}
-	args := append(s.commonArgs(k, "", "", 5), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing))
+	b1, b2 := s.knownBounds(k)
+	args := append(s.commonArgs(k, b1, b2, 5), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing))
 	_, _, err := s.run(ctx, "block", s.scripts.block, k, args)
 	return s.orFallback(err)
 }

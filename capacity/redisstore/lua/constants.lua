@@ -43,6 +43,14 @@ local HALF_OPEN_MEMORY = 86400000000
 local MAX_BLOCK = 2678400000000
 -- capacity.EndedLeaseMemory (µs)
 local ENDED_LEASE_MEMORY = 60000000
+-- capacity.CooldownCut: a 429's cut of the rate
+local COOLDOWN_CUT = 0.7
+-- capacity.RateRecovery: the rate's recovery a second
+local RATE_RECOVERY = 0.01
+-- capacity.MinRateFactor
+local MIN_RATE_FACTOR = 0.25
+-- capacity.Cooldown (a BlockReason)
+local COOLDOWN = 1
 -- capacity.DenyReason
 local DENY_CAPACITY = 1
 local DENY_BLOCKED = 2

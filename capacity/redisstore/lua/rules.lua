@@ -97,6 +97,10 @@ local function slotFree(fl)
   return cap == 0 or S.leases < cap - floor(fl * cap)
 end
 
+-- rate is bucket d's refill rate now: its budget's, less the cut
+-- (memScope.rate).
+local function rate(d) return S.rate[d] * (1 - S.cut) end
+
 -- waitFor is how long (µs) a bucket refilling at rate takes to gain need:
 -- in nanoseconds first, as memScope computes a time.Duration, then up to
 -- the microsecond; at most MAX_BLOCK (memScope's waitFor).
@@ -124,7 +128,7 @@ local function retime()
         if cap > 0 and x ~= 0 then
           ahead[d] = ahead[d] + x
           local need = ahead[d] + fl * cap - (S.level[d] + S.booked[d])
-          if need > EPSILON then w = max(w, waitFor(need, S.rate[d])) end
+          if need > EPSILON then w = max(w, waitFor(need, rate(d))) end
         end
       end
       local at = NOW + w
@@ -235,8 +239,9 @@ local function advance()
     local dt = sec + (us - sec * 1e6) * 1000 / 1e9
     for d = 1, NB do
       local top = S.capacity[d] - S.booked[d]
-      if S.capacity[d] > 0 and S.level[d] < top then S.level[d] = min(top, S.level[d] + S.rate[d] * dt) end
+      if S.capacity[d] > 0 and S.level[d] < top then S.level[d] = min(top, S.level[d] + rate(d) * dt) end
     end
+    S.cut = max(0, S.cut - RATE_RECOVERY * dt)
     S.last = NOW
   end
   if S.day_end == 0 or NOW >= S.day_end then
@@ -290,7 +295,7 @@ local function fitWait(d, c, fl, borrow)
   local cap = S.capacity[d]
   local need = min(c + fl * cap, cap) - S.level[d] - borrow
   if need <= EPSILON then return 0 end
-  local w = waitFor(need, S.rate[d])
+  local w = waitFor(need, rate(d))
   if c > cap - (S.booked[d] - borrow) + EPSILON and S.tickets > 0 then
     w = max(w, lastTicketAt(d) - NOW)
   end
@@ -308,7 +313,7 @@ local function ticketShortfall(tk, fl)
     local cap, c = S.capacity[d], tk.charge[d]
     if cap > 0 and c ~= 0 then
       local short = min(c + fl * cap, cap) - (S.level[d] + S.booked[d])
-      if short > EPSILON then w = max(w, waitFor(short, S.rate[d])) end
+      if short > EPSILON then w = max(w, waitFor(short, rate(d))) end
     end
   end
   return w
@@ -407,4 +412,19 @@ local function observe(o)
     end
   end
   if changed then retime() end
+end
+
+-- cooldown applies a provider's 429 that pauses the scope for w (µs)
+-- (memScope.cooldown): each bucket is taken to be w of refill short of
+-- empty, so the calls booked behind the pause go at the rate after it, and
+-- the rate is cut.
+local function cooldown(w)
+  if S.limits == '' or w <= 0 then return end
+  S.cut = 1 - max(MIN_RATE_FACTOR, (1 - S.cut) * COOLDOWN_CUT)
+  local sec = floor(w / 1e6)
+  local secs = sec + (w - sec * 1e6) * 1000 / 1e9
+  for d = 1, NB do
+    if S.capacity[d] > 0 then S.level[d] = min(S.level[d], -S.booked[d] - rate(d) * secs) end
+  end
+  retime()
 end

@@ -168,6 +168,7 @@ local STATE_SCHEMA = {
   {'block_half_open', 'number'}, {'block_probing', 'number'},
   {'written_by', 'string'}, -- SCRIPT_VERSION of the script that last saved it (3.1)
   {'ticket_grace', 'number'}, -- µs a due ticket waits for its call (Options.TicketGrace; 3.3)
+  {'cut', 'number'}, -- the rate lost to 429s (memScope.cut; 3.3)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -499,7 +500,7 @@ local function stateExpiry()
   local t = NOW
   for d = 1, NB do
     local cap, lv = S.capacity[d], S.level[d]
-    if cap > 0 and lv < cap then t = max(t, NOW + ceil((cap - lv) / S.rate[d] * 1e6)) end
+    if cap > 0 and lv < cap then t = max(t, NOW + ceil((cap - lv) / (S.rate[d] * (1 - S.cut)) * 1e6)) end
   end
   for d = REQUESTS_PER_DAY, TOKENS_PER_DAY do
     if S.day_used[d] > 0 and S.capacity[d] > 0 then
