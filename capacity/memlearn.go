@@ -2,20 +2,12 @@ package capacity
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
-	"weak"
 )
 
 var _ Learner = (*MemoryStore)(nil)
-
-// memLearners holds each MemoryStore's learned state beside the store (its
-// scheduling state is in memstore.go and memscope.go; learning is apart
-// from it), keyed by a weak pointer so that a store that is dropped takes
-// its learned state with it.
-var memLearners sync.Map // weak.Pointer[MemoryStore] → *memLearner
 
 // memLearner is what one MemoryStore learned, under one lock: learning
 // happens once per settled call, off the admission path.
@@ -31,17 +23,8 @@ type memLearnScope struct {
 	kinds   map[string]*Learned
 }
 
-func (s *MemoryStore) learner() *memLearner {
-	k := weak.Make(s)
-	if v, ok := memLearners.Load(k); ok {
-		return v.(*memLearner)
-	}
-	v, loaded := memLearners.LoadOrStore(k, &memLearner{scopes: map[Scope]*memLearnScope{}})
-	if !loaded {
-		runtime.AddCleanup(s, func(k weak.Pointer[MemoryStore]) { memLearners.Delete(k) }, k)
-	}
-	return v.(*memLearner)
-}
+// learner returns what the store learned.
+func (s *MemoryStore) learner() *memLearner { return &s.learned }
 
 // forgotten reports whether something last learned at t is past
 // LearnedMemory at now.

@@ -32,6 +32,8 @@ type MemoryStore struct {
 	mu     sync.RWMutex
 	scopes map[Scope]*memScope
 	creds  map[string]Block // credential-wide blocks by Scope.CredentialKey
+
+	learned memLearner // call sizes learned from what settles (Learner)
 }
 
 var (
@@ -42,10 +44,11 @@ var (
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	s := &MemoryStore{
-		clock:  opts.Clock,
-		grace:  opts.TicketGrace,
-		scopes: make(map[Scope]*memScope),
-		creds:  make(map[string]Block),
+		clock:   opts.Clock,
+		grace:   opts.TicketGrace,
+		scopes:  make(map[Scope]*memScope),
+		creds:   make(map[string]Block),
+		learned: memLearner{scopes: make(map[Scope]*memLearnScope)},
 	}
 	if s.clock == nil {
 		s.clock = SystemClock{}
