@@ -47,7 +47,7 @@ type scopeState struct {
 	level  [numBuckets]float64
 	booked [numBuckets]float64
 	// bookedBy splits booked by the class of the tickets (indexed by Class):
-	// under class rules a call may borrow what lower classes booked.
+	// a call may borrow what lower classes booked.
 	bookedBy [numClasses][numBuckets]float64
 	last     time.Time  // time the levels were last refilled
 	dayUsed  [2]float64 // RequestsPerDay, TokensPerDay
@@ -225,13 +225,11 @@ func (m *memScope) reclaim(now time.Time) {
 	}
 	for call, tk := range m.tickets {
 		if !now.Before(tk.Expires) {
-			m.unbook(call) // lapsed: its capacity stays spent...
-			if m.classRules() {
-				// ...except under class rules, where a due ticket's claim checks
-				// the provider's bucket (level + booked): the lapsed charge never
-				// reached the provider, so it goes back.
-				m.refund(tk.Charges)
-			}
+			// Lapsed: its charge never reached the provider, so it goes
+			// back (a due ticket's claim checks the provider's bucket,
+			// level + booked, so no claim counted on it).
+			m.unbook(call)
+			m.refund(tk.Charges)
 			continue
 		}
 		if next.IsZero() || tk.Expires.Before(next) {
@@ -354,7 +352,9 @@ func (m *memScope) bucketWait(req Request, class Class, floor float64, now time.
 		if !m.budgets[d].Limited || c == 0 {
 			continue
 		}
-		if w := m.fitWait(d, c, floor, m.borrowable(d, class), now); w > 0 && (w > wait || binding < 0) {
+		// Waits compare to the microsecond (the Redis store's resolution),
+		// so both stores name the same binding dimension.
+		if w := m.fitWait(d, c, floor, m.borrowable(d, class), now); w > 0 && (micros(w) > micros(wait) || binding < 0) {
 			wait, binding = w, Dimension(d)
 		}
 	}
@@ -394,16 +394,9 @@ func waitFor(need, rate float64) time.Duration {
 	return time.Duration(ns)
 }
 
-// classRules reports whether the scope's limits rank classes (floors set):
-// only then may a call borrow what lower classes booked.
-func (m *memScope) classRules() bool { return m.limits.StandardFloor > 0 || m.limits.BulkFloor > 0 }
-
 // borrowable is what a call of class c may take, in bucket d, from the
 // capacity that lower classes booked: their tickets are late by as much.
 func (m *memScope) borrowable(d int, c Class) float64 {
-	if !m.classRules() {
-		return 0
-	}
 	var sum float64
 	for lower := range Class(numClasses) {
 		if rank(lower) < rank(c) {
@@ -415,11 +408,8 @@ func (m *memScope) borrowable(d int, c Class) float64 {
 
 // ticketShortfall is how long a due ticket must still wait because a
 // higher class borrowed its capacity: the provider's bucket, level + booked,
-// must hold its charges above its class's floor. Zero without class rules.
+// must hold its charges above its class's floor.
 func (m *memScope) ticketShortfall(tk Ticket, floor float64) time.Duration {
-	if !m.classRules() {
-		return 0
-	}
 	var w time.Duration
 	for d := range numBuckets {
 		b := m.budgets[d]

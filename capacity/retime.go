@@ -49,9 +49,9 @@ func (m *memScope) ticketsInOrder() []Ticket {
 	for _, tk := range m.tickets {
 		order = append(order, tk)
 	}
-	micros := func(t time.Time) int64 { return (t.UnixNano() + 999) / 1000 }
+	at := func(tk Ticket) int64 { return micros(time.Duration(tk.At.UnixNano())) }
 	sort.Slice(order, func(i, j int) bool {
-		if a, b := micros(order[i].At), micros(order[j].At); a != b {
+		if a, b := at(order[i]), at(order[j]); a != b {
 			return a < b
 		}
 		return order[i].Call < order[j].Call
@@ -69,3 +69,6 @@ func (c Charges) bucketsChange() bool {
 	}
 	return false
 }
+
+// micros is d in microseconds, rounded up: the Redis store's resolution.
+func micros(d time.Duration) int64 { return int64((d + time.Microsecond - 1) / time.Microsecond) }

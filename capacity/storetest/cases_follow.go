@@ -99,6 +99,7 @@ var followCases = []Case{
 			assert.Equal(h.t, time.Duration(i+1)*10*time.Second, res.RetryAt.Sub(res.Now), "ticket %d (booked for %v)", i, due[i].Sub(res.Now))
 		}
 	}},
+	classWithoutFloors,
 	{"ReleasedTicketMovesTheOthersForward", func(h *harness) {
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
 		h.grant(h.req(l, one()))
@@ -119,6 +120,29 @@ func reported(d capacity.Dimension, limit, left int64) capacity.Observation {
 	o.Dims[d].HasLimit, o.Dims[d].Limit = true, limit
 	return o
 }
+
+// classWithoutFloors: a higher class goes before what lower classes booked
+// even with no floor set.
+var classWithoutFloors = Case{"HigherClassOvertakesBookingsWithoutFloors", func(h *harness) {
+	l := rpm(60) // 1/s, capacity 5, no floors
+	for range 5 {
+		h.grant(h.req(l, one()))
+	}
+	bulk := h.req(l, one())
+	bulk.Class, bulk.Book = capacity.Bulk, true
+	res := h.deny(bulk)
+	require.True(h.t, res.Booked)
+	assert.Equal(h.t, time.Second, res.RetryAt.Sub(res.Now))
+	h.clock.Advance(time.Second)
+	inter := h.req(l, one())
+	inter.Class = capacity.Interactive
+	h.grant(inter) // takes the capacity bulk booked
+	late := h.deny(bulk)
+	assert.Equal(h.t, capacity.DenyTicket, late.Reason)
+	assert.Equal(h.t, time.Second, late.RetryAt.Sub(late.Now), "the bulk ticket moved a second later")
+	h.clock.Advance(time.Second)
+	h.grant(bulk)
+}}
 
 // output returns charges of one request with out output tokens.
 func output(out int64) capacity.Charges {

@@ -39,10 +39,6 @@ local function refund(c)
   charge(neg)
 end
 
--- classRules reports whether the limits rank classes (floors set): only
--- then may a call borrow what lower classes booked.
-local function classRules() return S.standard_floor > 0 or S.bulk_floor > 0 end
-
 -- floor of a class: the fraction of every budget it may not consume
 -- (Limits.floor).
 local function classFloor(c)
@@ -72,7 +68,6 @@ end
 -- borrowable is what a call of class c may take, in bucket d, from the
 -- capacity that lower classes booked: their tickets are late by as much.
 local function borrowable(d, c)
-  if not classRules() then return 0 end
   local sum = 0
   for lower = 0, NCLASSES - 1 do
     if CLASS_RANKS[lower] < CLASS_RANKS[classIndex(c)] then sum = sum + S.booked_by[lower][d] end
@@ -205,14 +200,13 @@ local function reclaimLeases()
   return first
 end
 
--- reclaimTickets (memScope.reclaim, for tickets) drops lapsed tickets: their capacity stays spent, except
--- under class rules, where a due ticket's claim checks the provider's
--- bucket (level + booked): the lapsed charge never reached the provider,
--- so it goes back.
+-- reclaimTickets (memScope.reclaim, for tickets) drops lapsed tickets:
+-- their charge never reached the provider, so it goes back (a due ticket's
+-- claim checks the provider's bucket, level + booked).
 local function reclaimTickets()
   for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '-inf', NOW)) do
     local tk = unbook(c)
-    if tk and classRules() then refund(tk.charge) end
+    if tk then refund(tk.charge) end
   end
   -- Counted from the sorted set (the live ones: a snapshot removes
   -- nothing), so keys that expired leave no trace.
@@ -304,10 +298,8 @@ end
 
 -- ticketShortfall is how long (µs) a due ticket must still wait because a
 -- higher class borrowed its capacity: the provider's bucket, level +
--- booked, must hold its charges above its class's floor fl. Zero without
--- class rules.
+-- booked, must hold its charges above its class's floor fl.
 local function ticketShortfall(tk, fl)
-  if not classRules() then return 0 end
   local w = 0
   for d = 1, NB do
     local cap, c = S.capacity[d], tk.charge[d]
