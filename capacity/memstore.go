@@ -248,6 +248,9 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 // claimTicket decides a call that holds ticket tk: it claims it at its time
 // without competing again. It requires st.mu.
 func (s *MemoryStore) claimTicket(st *memScope, req Request, tk Ticket, now time.Time, ttl time.Duration) Reservation {
+	if now.Before(tk.At) && st.takeOverdue(req.Call, now) {
+		tk = st.tickets[req.Call]
+	}
 	deny := Reservation{Now: now, Reason: DenyTicket, RetryAt: tk.At, Booked: true}
 	if now.Before(tk.At) {
 		return deny

@@ -41,6 +41,36 @@ func (m *memScope) retime(now time.Time) {
 	}
 }
 
+// OverdueTicket is how long past its time a booked ticket waits for its
+// call before a call that came early for a later ticket (of the same class
+// or higher) may take its place: a call that is away (parked in Temporal)
+// does not leave capacity idle while another waits for it.
+const OverdueTicket = 500 * time.Millisecond
+
+// takeOverdue gives call's ticket the place of the earliest ticket that is
+// OverdueTicket past its time, of call's class or lower, and moves that
+// one to call's old time; then every ticket is retimed. It reports whether
+// it found one. It requires the scope's lock.
+func (m *memScope) takeOverdue(call string, now time.Time) bool {
+	mine := m.tickets[call]
+	for _, tk := range m.ticketsInOrder() {
+		if tk.At.Add(OverdueTicket).After(now) {
+			return false // the rest are not overdue either
+		}
+		if tk.Call == call || rank(tk.Class) > rank(mine.Class) {
+			continue
+		}
+		mine.At, tk.At = tk.At, mine.At
+		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
+			tk.Expires = exp
+		}
+		m.tickets[call], m.tickets[tk.Call] = mine, tk
+		m.retime(now)
+		return true
+	}
+	return false
+}
+
 // ticketsInOrder returns the booked tickets in the order they are due: by
 // time to the microsecond (the Redis store's resolution, so both stores
 // agree on ties), then by call.

@@ -100,6 +100,22 @@ var followCases = []Case{
 		}
 	}},
 	classWithoutFloors,
+	{"EarlyCallerTakesAnOverdueTicketsPlace", func(h *harness) {
+		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		h.grant(h.req(l, one()))
+		away, here := h.req(l, one()), h.req(l, one())
+		away.Book, here.Book = true, true
+		h.deny(away) // due in 1 s; its call is away (parked in Temporal)
+		res := h.deny(here)
+		assert.Equal(h.t, 2*time.Second, res.RetryAt.Sub(res.Now))
+		h.clock.Advance(time.Second + capacity.OverdueTicket)
+		h.grant(here) // takes the overdue ticket's place
+		late := h.deny(away)
+		assert.Equal(h.t, capacity.DenyTicket, late.Reason)
+		// It goes next, a second on: the bucket was full (and refilled
+		// nothing) for the half second its ticket sat unclaimed.
+		assert.Equal(h.t, time.Second, late.RetryAt.Sub(late.Now), "the call that was away goes next")
+	}},
 	{"ReleasedTicketMovesTheOthersForward", func(h *harness) {
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
 		h.grant(h.req(l, one()))

@@ -84,6 +84,7 @@ end
 -- claimTicket decides a call that holds ticket tk: it claims it at its
 -- time without competing again.
 local function claimTicket(req, tk)
+  if NOW < tk.at and takeOverdue(req.call, tk) then tk = getTicket(req.call) end
   if NOW < tk.at then return deny(DENY_TICKET, 0, tk.at, true) end
   local fl = classFloor(effectiveClass(tk.class, req.since))
   local w = ticketShortfall(tk, fl)

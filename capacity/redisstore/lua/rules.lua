@@ -136,6 +136,25 @@ local function retime()
   end
 end
 
+-- takeOverdue gives call c's ticket (mine) the place of the earliest ticket
+-- OVERDUE_TICKET past its time, of c's class or lower, and moves that one to
+-- c's old time; then every ticket is retimed. It reports whether it found
+-- one (memScope.takeOverdue).
+local function takeOverdue(c, mine)
+  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
+    local tk = id ~= c and getTicket(id)
+    if tk and CLASS_RANKS[classIndex(tk.class)] <= CLASS_RANKS[classIndex(mine.class)] then
+      mine.at, tk.at = tk.at, mine.at
+      tk.expires = max(tk.expires, tk.at + S.ticket_grace)
+      putTicket(c, mine)
+      putTicket(id, tk)
+      retime()
+      return true
+    end
+  end
+  return false
+end
+
 -- nextBoundary is the first day boundary after NOW that Go passed, or 0
 -- when it passed none (the window's end is then pending).
 local function nextBoundary()
