@@ -23,6 +23,9 @@ type memScope struct {
 	endedAt map[string]time.Time
 
 	notify chan struct{} // closed and dropped on each settle/release, made by Released
+	// due holds the channels of calls waiting for their tickets
+	// (TicketDue), closed when retime brings a ticket due early.
+	due map[string]chan struct{}
 
 	grace time.Duration // MemoryOptions.TicketGrace: how long a due ticket waits for its call
 }

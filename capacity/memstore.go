@@ -37,8 +37,9 @@ type MemoryStore struct {
 }
 
 var (
-	_ Store    = (*MemoryStore)(nil)
-	_ Notifier = (*MemoryStore)(nil)
+	_ Store          = (*MemoryStore)(nil)
+	_ Notifier       = (*MemoryStore)(nil)
+	_ TicketNotifier = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -501,6 +502,28 @@ func (s *MemoryStore) Released(sc Scope) (<-chan struct{}, func()) {
 		st.notify = make(chan struct{})
 	}
 	return st.notify, func() {}
+}
+
+// TicketDue implements TicketNotifier.
+func (s *MemoryStore) TicketDue(sc Scope, call string) (<-chan struct{}, func()) {
+	st := s.scope(sc, true)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.due == nil {
+		st.due = make(map[string]chan struct{})
+	}
+	ch, ok := st.due[call]
+	if !ok {
+		ch = make(chan struct{})
+		st.due[call] = ch
+	}
+	return ch, func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.due[call] == ch {
+			delete(st.due, call)
+		}
+	}
 }
 
 // Validate reports whether r can be reserved: a valid scope and limits, a

@@ -33,11 +33,24 @@ func (m *memScope) retime(now time.Time) {
 				w = max(w, waitFor(need, m.rate(d)))
 			}
 		}
+		was := tk.At
 		tk.At = now.Add(w)
 		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
 			tk.Expires = exp
 		}
 		m.tickets[tk.Call] = tk
+		if was.After(now) && !tk.At.After(now) {
+			m.announceDue(tk.Call)
+		}
+	}
+}
+
+// announceDue tells call, if it waits for its ticket (TicketDue), that
+// the ticket came due.
+func (m *memScope) announceDue(call string) {
+	if ch, ok := m.due[call]; ok {
+		close(ch)
+		delete(m.due, call)
 	}
 }
 
@@ -45,7 +58,7 @@ func (m *memScope) retime(now time.Time) {
 // call before a call that came early for a later ticket (of the same class
 // or higher) may take its place: a call that is away (parked in Temporal)
 // does not leave capacity idle while another waits for it.
-const OverdueTicket = 500 * time.Millisecond
+const OverdueTicket = 100 * time.Millisecond
 
 // takeOverdue gives call's ticket the place of the earliest ticket that is
 // OverdueTicket past its time, of call's class or lower, and moves that

@@ -78,6 +78,17 @@ type Notifier interface {
 	Released(scope Scope) (ch <-chan struct{}, stop func())
 }
 
+// TicketNotifier is implemented by stores that announce when a booked
+// ticket comes due before the time its call was given (a refund, a higher
+// report or a released booking moved it forward), so the call claims it
+// then rather than at its old time.
+type TicketNotifier interface {
+	// TicketDue returns a channel that is closed when call's ticket on scope
+	// comes due early. Call stop when done waiting; the channel may then
+	// never close.
+	TicketDue(scope Scope, call string) (ch <-chan struct{}, stop func())
+}
+
 // Class is the priority class of a call. Interactive work is protected from
 // bulk work; class rules are applied by stores that support them.
 type Class int8

@@ -46,29 +46,39 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 	}
 	start := clk.Now()
 	notifier, _ := s.(Notifier)
+	tickets, _ := s.(TicketNotifier)
 	booked := false
 	for {
-		var released <-chan struct{}
-		stop := func() {}
+		var released, due <-chan struct{}
+		stop, stopDue := func() {}, func() {}
 		if notifier != nil {
 			released, stop = notifier.Released(req.Scope)
+		}
+		if tickets != nil && req.Book {
+			due, stopDue = tickets.TicketDue(req.Scope, req.Call)
 		}
 		sent := clk.Now()
 		r, err := s.Reserve(ctx, req)
 		if err != nil || r.Granted {
 			stop()
+			stopDue()
 			return r, err
 		}
 		booked = booked || r.Booked
 		if r.Reason == DenyDeadline {
 			stop()
+			stopDue()
 			return r, nil
 		}
 		if holdsTicket(r) {
 			// Its time is known: a release would only wake it to be told
-			// "not yet" (and take the wake-up from a caller it could help).
+			// "not yet" (and take the wake-up from a caller it could help);
+			// the store says when the ticket comes due early.
 			stop()
 			released, stop = nil, func() {}
+		} else {
+			stopDue()
+			due, stopDue = nil, func() {}
 		}
 		// The store's wait (in its own clock), less the local time that
 		// passed since the request was sent: a wake-up that raced the
@@ -87,6 +97,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		}
 		if opts.MaxWait > 0 && clk.Now().Sub(start)+d > opts.MaxWait {
 			stop()
+			stopDue()
 			return r, nil
 		}
 		if opts.OnDenied != nil {
@@ -97,6 +108,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		case <-ctx.Done():
 			t.Stop()
 			stop()
+			stopDue()
 			if booked {
 				// Give the booked capacity back; ignore errors: the ticket
 				// lapses by itself.
@@ -106,8 +118,11 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		case <-t.C():
 		case <-released:
 			t.Stop()
+		case <-due:
+			t.Stop()
 		}
 		stop()
+		stopDue()
 	}
 }
 

@@ -36,7 +36,13 @@ type notifier struct {
 	mu     sync.Mutex
 	subs   map[string]*subscription // by credential key: one connection per hash slot
 	closed bool
+
+	dueMu sync.Mutex
+	due   map[dueKey]chan struct{} // calls waiting for their tickets (TicketDue)
 }
+
+// dueKey names one call's ticket on one scope.
+type dueKey struct{ scopeKey, call string }
 
 // waitQueue is one scope's local waiters, oldest first.
 type waitQueue struct {
@@ -61,7 +67,7 @@ type subscription struct {
 }
 
 func newNotifier(s *Store) *notifier {
-	return &notifier{s: s, subs: make(map[string]*subscription)}
+	return &notifier{s: s, subs: make(map[string]*subscription), due: make(map[dueKey]chan struct{})}
 }
 
 func (n *notifier) queue(k *scopeKeys) *waitQueue {
@@ -186,6 +192,13 @@ func (n *notifier) deliver(sub *subscription, m any) {
 	var channel string
 	switch m := m.(type) {
 	case *redis.Message:
+		if calls, ok := strings.CutPrefix(m.Payload, duePrefix); ok {
+			n.mu.Lock()
+			scopeKey := sub.channels[m.Channel]
+			n.mu.Unlock()
+			n.ticketsDue(scopeKey, strings.Fields(calls))
+			return
+		}
 		if m.Payload == n.s.id {
 			return // this instance already woke its own waiters
 		}
@@ -219,4 +232,49 @@ func (n *notifier) close() {
 		n.wake(key.(string), -1)
 		return true
 	})
+}
+
+// duePrefix begins a message that lists the calls whose tickets came due
+// early (lua/state.lua, save), separated by spaces.
+const duePrefix = "due "
+
+// TicketDue implements capacity.TicketNotifier: a script that brings a
+// ticket due early announces its call on the scope's channel.
+func (s *Store) TicketDue(sc capacity.Scope, call string) (<-chan struct{}, func()) {
+	if sc.Validate() != nil {
+		return make(chan struct{}), func() {}
+	}
+	return s.notify.ticketDue(s.keysFor(sc), call)
+}
+
+func (n *notifier) ticketDue(k *scopeKeys, call string) (<-chan struct{}, func()) {
+	n.queue(k) // subscribed to the scope's channel
+	key := dueKey{k.scopeKey, call}
+	n.dueMu.Lock()
+	defer n.dueMu.Unlock()
+	ch, ok := n.due[key]
+	if !ok {
+		ch = make(chan struct{})
+		n.due[key] = ch
+	}
+	return ch, func() {
+		n.dueMu.Lock()
+		defer n.dueMu.Unlock()
+		if n.due[key] == ch {
+			delete(n.due, key)
+		}
+	}
+}
+
+// ticketsDue wakes the calls of scopeKey whose tickets came due.
+func (n *notifier) ticketsDue(scopeKey string, calls []string) {
+	n.dueMu.Lock()
+	defer n.dueMu.Unlock()
+	for _, c := range calls {
+		key := dueKey{scopeKey, c}
+		if ch, ok := n.due[key]; ok {
+			close(ch)
+			delete(n.due, key)
+		}
+	}
 }

@@ -51,8 +51,9 @@ type Store struct {
 }
 
 var (
-	_ capacity.Store    = (*Store)(nil)
-	_ capacity.Notifier = (*Store)(nil)
+	_ capacity.Store          = (*Store)(nil)
+	_ capacity.Notifier       = (*Store)(nil)
+	_ capacity.TicketNotifier = (*Store)(nil)
 )
 
 // New returns a Store on rdb (a *redis.Client, *redis.ClusterClient, a

@@ -44,7 +44,7 @@ local MAX_BLOCK = 2678400000000
 -- capacity.EndedLeaseMemory (µs)
 local ENDED_LEASE_MEMORY = 60000000
 -- capacity.OverdueTicket (µs)
-local OVERDUE_TICKET = 500000
+local OVERDUE_TICKET = 100000
 -- capacity.CooldownCut: a 429's cut of the rate
 local COOLDOWN_CUT = 0.7
 -- capacity.RateRecovery: the rate's recovery a second

@@ -128,6 +128,7 @@ local function retime()
       end
       local at = NOW + w
       local expires = max(tk.expires, at + S.ticket_grace)
+      if tk.at > NOW and at <= NOW then DUE[#DUE + 1] = c end -- announceDue
       if at ~= tk.at or expires ~= tk.expires then
         tk.at, tk.expires = at, expires
         putTicket(c, tk)

@@ -37,6 +37,9 @@ local LOADED = false -- the state existed before this script
 local SAVED = {} -- each stored field's value as loaded, to write only what changed
 -- Reported to Go in every reply's header.
 local RESET, FREED, PUBLISHED = 0, 0, false
+-- DUE lists the calls whose tickets came due early (retime), announced when
+-- the script saves (Redis only).
+local DUE = {}
 
 -- READ_ONLY makes every write of the script a no-op (write): a snapshot
 -- advances the state in the script's memory only, so reading a scope
@@ -522,6 +525,7 @@ end
 -- gives each key its TTL (Redis only). The lease and ticket keys live past
 -- the latest expiry; their TTL is moved whenever a later one arrives.
 local function save()
+  if #DUE > 0 then write('SPUBLISH', CHANNEL, 'due ' .. table.concat(DUE, ' ')) end
   flushLeases()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
