@@ -508,8 +508,8 @@ func boundReported(reported, cfg int64) int64 {
 // level of each reported bucket follows the reported remaining, up as well
 // as down: the provider's bucket (level + booked) becomes the remaining
 // minus what was granted after the observed request left (and, where the
-// remaining does not count calls in flight, minus what the live leases
-// hold), at most the bucket's ceiling. It follows the report up only where
+// remaining does not count calls in flight, minus what the leases granted
+// before it and still live hold), at most the bucket's ceiling. It follows the report up only where
 // the report is of the configured budget (follows). Booked tickets then
 // follow the new levels (retime). Reset values are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
@@ -524,10 +524,14 @@ func (m *memScope) observe(o Observation, now time.Time) {
 			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
 		}
 		if !o.Mark.Valid || od.InFlightExcluded {
-			// Unknown send time: assume everything in flight left after it;
-			// a remaining that excludes calls in flight is short of them.
+			// Unknown send time: assume everything in flight left after it.
+			// A remaining that excludes calls in flight is short of those
+			// granted before the observed call (the others are counted
+			// since).
 			for _, le := range m.leases {
-				since += float64(le.Charges[d])
+				if !o.Mark.Valid || le.Mark.Granted[d] <= o.Mark.Granted[d] {
+					since += float64(le.Charges[d])
+				}
 			}
 		}
 		// The provider's bucket holds what booked tickets will claim:

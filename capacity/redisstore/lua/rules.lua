@@ -331,16 +331,6 @@ local function ticketShortfall(tk, fl)
   return w
 end
 
--- inFlightCharges sums the charges of every live lease per bucket (the loop
--- over leases in memScope.observe).
-local function inFlightCharges()
-  local sum = {}
-  for d = 1, NB do sum[d] = 0 end
-  for _, le in pairs(allLeases()) do
-    for d = 1, NB do sum[d] = sum[d] + le.charge[d] end
-  end
-  return sum
-end
 
 -- boundReported is a reported limit below the configured limit cfg (0:
 -- none configured), raised to a tenth of cfg at the least.
@@ -399,22 +389,23 @@ end
 -- level of each reported bucket follows the reported remaining, up as well
 -- as down: the provider's bucket (level + booked) becomes the remaining
 -- minus what was granted after the observed request left (and, where the
--- remaining does not count calls in flight, minus what the live leases
--- hold), at most the bucket's ceiling. It follows the report up only where
+-- remaining does not count calls in flight, minus what the leases granted
+-- before it and still live hold), at most the bucket's ceiling. It follows the report up only where
 -- the report is of the configured budget (follows). Booked tickets then
 -- follow the new levels (retime). Reset values are never used as rates.
 local function observe(o)
   local changed = lowerLimits(o)
-  local inflight
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
       local since = 0
       if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
       if not o.markValid or o.excluded[d] then
-        -- Unknown send time: assume everything in flight left after it; a
-        -- remaining that excludes calls in flight is short of them.
-        inflight = inflight or inFlightCharges()
-        since = since + inflight[d]
+        -- Unknown send time: assume everything in flight left after it. A
+        -- remaining that excludes calls in flight is short of those
+        -- granted before the observed call (the others are counted since).
+        for _, le in pairs(allLeases()) do
+          if not o.markValid or le.mark[d] <= o.mark[d] then since = since + le.charge[d] end
+        end
       end
       -- The provider's bucket holds what booked tickets will claim: what
       -- a new call may take is the rest.
