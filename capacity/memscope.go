@@ -281,8 +281,7 @@ func (m *memScope) nextSlotAt(now time.Time) time.Time {
 }
 
 // charge takes c from every budget (c may be negative: a refund, capped at
-// capacity, or at the level a provider's report raised it to) and records
-// it in the grant history.
+// capacity, or at the level a provider's report raised it to).
 func (m *memScope) charge(c Charges) {
 	for d := range numBuckets {
 		if c[d] == 0 || !m.budgets[d].Limited {
@@ -296,6 +295,12 @@ func (m *memScope) charge(c Charges) {
 			m.dayUsed[i] = math.Max(0, m.dayUsed[i]+float64(c[d]))
 		}
 	}
+}
+
+// dispatched records c in the grant history (Mark): what went, or will go,
+// to the provider — a lease granted (fresh or a claimed ticket) or a
+// settle's debt; never a booking, which goes only when claimed.
+func (m *memScope) dispatched(c Charges) {
 	for d := range NumDimensions {
 		if c[d] > 0 {
 			m.granted[d] += float64(c[d])
@@ -442,6 +447,7 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, now time.Time,
 	if fresh {
 		m.charge(c)
 	}
+	m.dispatched(c)
 	le := Lease{
 		ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
 		Charges: c, Class: req.Class, GrantedAt: now, Expires: now.Add(ttl),

@@ -298,6 +298,7 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 		delta = delta.NonNegative()
 	}
 	st.charge(delta)
+	st.dispatched(delta)
 	if delta.bucketsChange() {
 		st.retime(now)
 	}

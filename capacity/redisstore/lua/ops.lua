@@ -218,6 +218,7 @@ local function settle(c, attempt, delta)
     for d = 1, ND do delta[d] = max(delta[d], 0) end
   end
   charge(delta)
+  dispatched(delta)
   for d = 1, NB do
     if delta[d] ~= 0 then
       retime()

@@ -5,8 +5,7 @@
 -- Budgets -------------------------------------------------------------------
 
 -- charge takes c from every budget (c may be negative: a refund, capped at
--- capacity, or at the level a provider's report raised it to) and records
--- it in the grant history.
+-- capacity, or at the level a provider's report raised it to).
 charge = function(c)
   for d = 1, NB do
     if c[d] ~= 0 and S.capacity[d] > 0 then
@@ -17,6 +16,11 @@ charge = function(c)
   for d = REQUESTS_PER_DAY, TOKENS_PER_DAY do
     if S.capacity[d] > 0 then S.day_used[d] = max(0, S.day_used[d] + c[d]) end
   end
+end
+
+-- dispatched records c in the grant history (Mark): a lease granted (fresh
+-- or a claimed ticket) or a settle's debt; never a booking.
+dispatched = function(c)
   for d = 1, ND do
     if c[d] > 0 then S.granted[d] = S.granted[d] + c[d] end
   end

@@ -418,9 +418,10 @@ end
 
 -- grantLease makes the lease of call with charges c. A fresh grant charges
 -- c (charge is defined below); a claimed ticket was charged at booking.
-local charge
+local charge, dispatched
 local function grantLease(c, fresh, req)
   if fresh then charge(c) end
+  dispatched(c)
   local le = newRecord(LEASE_FIELDS)
   le.attempt, le.class, le.granted_at, le.expires = req.attempt, req.class, NOW, NOW + req.ttl
   for d = 1, ND do le.charge[d], le.mark[d] = c[d], S.granted[d] end
