@@ -31,9 +31,10 @@ type WaitOptions struct {
 // come early: DenyTicket) it does not listen for releases; since the store
 // moves tickets with the budget (earlier on a refund, later when a limit
 // falls), it asks again halfway through each wait longer than
-// TicketRecheck, so a ticket brought forward is claimed on time give or
-// take half the wait left. A due ticket waiting for an in-flight slot
-// listens. A deadline refusal (DenyDeadline) returns at once.
+// 2 × TicketRecheck, and at least every MaxTicketSleep, and at once when
+// the store (a TicketNotifier) announces that its ticket came due. A due
+// ticket waiting for an in-flight slot listens. A deadline refusal
+// (DenyDeadline) returns at once.
 //
 // It returns the granted Reservation; or the last denial, with a nil error,
 // when waiting would exceed MaxWait (a booked ticket is kept for the caller's
@@ -126,10 +127,17 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 	}
 }
 
-// TicketRecheck is the shortest wait for a ticket that Wait splits: a
-// ticket holder with more to wait sleeps half of it and asks again, since
-// the store may have moved its ticket meanwhile.
-const TicketRecheck = 250 * time.Millisecond
+// TicketRecheck and MaxTicketSleep bound how long a ticket holder sleeps
+// before it asks again, since the store may have moved its ticket
+// meanwhile: a wait longer than 2 × TicketRecheck is split in half, and no
+// sleep is longer than MaxTicketSleep, so a ticket brought forward is
+// claimed at most that late even when the store does not announce it
+// (TicketNotifier announces a ticket that comes due, not one that moves
+// closer).
+const (
+	TicketRecheck  = 250 * time.Millisecond
+	MaxTicketSleep = 2 * time.Second
+)
 
 // ticketSleep is how long a ticket holder with wait left sleeps before it
 // asks again.
@@ -137,7 +145,7 @@ func ticketSleep(wait time.Duration) time.Duration {
 	if wait <= 2*TicketRecheck {
 		return wait
 	}
-	return max(wait/2, TicketRecheck)
+	return min(max(wait/2, TicketRecheck), MaxTicketSleep)
 }
 
 // holdsTicket reports whether r tells a call that it holds a ticket granted
