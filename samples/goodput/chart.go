@@ -36,7 +36,7 @@ func panelOf(r Result) panel {
 	}
 	return panel{
 		title: fmt.Sprintf("%s — drain %s%.1fs for a minimum of %.1fs (ratio %s%.3f), utilization %.3f of %s, %d × 429, interactive p99 %.3fs",
-			r.Spec.Strategy, over, f.Drain.Seconds(), f.Binding.Minimum.Seconds(), over, f.DrainRatio, f.Utilization,
+			r.Spec.Strategy, over, f.Drain.Seconds(), f.Binding.Minimum.Seconds(), over, r.Row().DrainRatio, f.Utilization,
 			f.Binding.Dimension, f.RateLimited, r.Row().InteractiveP99),
 		level:    figures.Level(r.Entries, f.Binding.Dimension, f.Binding.Capacity, f.First),
 		inFlight: figures.InFlight(r.Entries, f.First),

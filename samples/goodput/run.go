@@ -31,9 +31,8 @@ type Spec struct {
 	// Target is the theoretical minimum drain the limits are planned for.
 	Target time.Duration
 	// Timeout bounds the batch's drain; a run past it reports what
-	// completed, its drain is the timeout (a lower bound), and its minimum
-	// that of what the provider had charged by then. If zero,
-	// defaultTimeouts × Target.
+	// completed, its drain is the timeout (a lower bound) and its drain
+	// ratio is over Target (Row). If zero, defaultTimeouts × Target.
 	Timeout time.Duration
 }
 

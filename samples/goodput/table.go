@@ -26,12 +26,16 @@ type Row struct {
 
 // Row returns r's row.
 func (r Result) Row() Row {
+	ratio := r.Figures.DrainRatio
+	if r.TimedOut {
+		ratio = r.Figures.Drain.Seconds() / r.Spec.Target.Seconds()
+	}
 	return Row{
 		Strategy: r.Spec.Strategy, Provider: r.Spec.Provider.Name, Bucket: r.Spec.Bucket.Name,
 		Calls: r.Spec.Workload.Calls, Completed: r.Completed,
 		ProviderRequests: r.Figures.Requests, Provider429s: r.Figures.RateLimited,
 		Utilization:    round(r.Figures.Utilization, 3),
-		DrainRatio:     round(r.Figures.DrainRatio, 3),
+		DrainRatio:     round(ratio, 3),
 		InteractiveP99: round(figures.Percentile(r.Interactive, 0.99).Seconds(), 3),
 	}
 }
@@ -49,7 +53,8 @@ minimum: the provider's theoretical minimum for what it charged the run (batch a
 drain ratio = drain / minimum; utilization = charged in the binding dimension / (bucket + rate × drain).
 requests and 429s are the fake provider's own count; p99 is the interactive calls' latency,
   from scheduling the activity to its completion. A run past its timeout shows "≥" on its drain
-  (then the timeout) and ratio (over the minimum of what was charged by then).
+  (then the timeout) and its ratio (then over the planned minimum, -target; its minimum column
+  is only what the provider had charged by the timeout).
 `
 
 // writeTable writes the table of results to w.
