@@ -129,9 +129,14 @@ type Options struct {
 
 // Compare runs every selected strategy for every selected provider and
 // bucket, in that nesting, and returns the results of the runs made; a run
-// that cannot be made here (ErrSkipped) is reported on env.Log and left out.
+// that cannot be made here (ErrSkipped) is reported on env.Log and left
+// out, and one that fails is reported there too, the others still made,
+// and returned in the error.
 func Compare(ctx context.Context, env *Env, o Options) ([]Result, error) {
-	var results []Result
+	var (
+		results  []Result
+		failures []error
+	)
 	for _, p := range o.Providers {
 		for _, b := range o.Buckets {
 			fmt.Fprintf(env.Log, "%s, %s buckets: %s\n", p.Name, b.Name, describe(Plan(p, b, o.Workload, o.Target)))
@@ -143,7 +148,10 @@ func Compare(ctx context.Context, env *Env, o Options) ([]Result, error) {
 					continue
 				}
 				if err != nil {
-					return results, fmt.Errorf("%s %s %s: %w", s, p.Name, b.Name, err)
+					err = fmt.Errorf("%s %s %s: %w", s, p.Name, b.Name, err)
+					fmt.Fprintf(env.Log, "  %-15s failed: %v\n", s, err)
+					failures = append(failures, err)
+					continue
 				}
 				row := r.Row()
 				fmt.Fprintf(env.Log, "  %-15s %d/%d completed, %d requests, %d × 429, drain ratio %.3f, utilization %.3f, interactive p99 %.3fs (%s)\n",
@@ -153,5 +161,5 @@ func Compare(ctx context.Context, env *Env, o Options) ([]Result, error) {
 			}
 		}
 	}
-	return results, nil
+	return results, errors.Join(failures...)
 }

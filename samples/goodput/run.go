@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate-dev/tollgate/samples/goodput/figures"
 	"github.com/tollgate-dev/tollgate/testsuite"
@@ -121,13 +122,24 @@ func drain(ctx context.Context, env *Env, batch client.WorkflowRun, timeout time
 	bctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var br BatchResult
-	err := batch.Get(bctx, &br)
-	if err == nil {
-		r.Completed = br.Completed
-		return br.Last, nil
-	}
-	if !errors.Is(bctx.Err(), context.DeadlineExceeded) || ctx.Err() != nil {
-		return time.Time{}, err
+	for {
+		err := batch.Get(bctx, &br)
+		switch {
+		case err == nil:
+			r.Completed = br.Completed
+			return br.Last, nil
+		case ctx.Err() != nil:
+			return time.Time{}, err
+		case bctx.Err() == nil && !errors.As(err, new(*temporal.WorkflowExecutionError)):
+			// A long poll failed short of our deadline (its own deadline,
+			// a canceled stream): poll again.
+			if err := sleep(bctx, 100*time.Millisecond); err == nil {
+				continue
+			}
+		case bctx.Err() == nil:
+			return time.Time{}, err
+		}
+		break
 	}
 	r.TimedOut = true
 	end := time.Now()
