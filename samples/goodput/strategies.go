@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tollgate-dev/tollgate/activities"
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/interceptor"
+	"github.com/tollgate-dev/tollgate/testsuite"
+)
+
+// Strategies, in the table's order.
+const (
+	Naive         = "naive"          // SDK retries (2) inside Temporal's default retry policy
+	TemporalRate  = "temporal-rate"  // the task queue's activities per second at RPM/60
+	RequestsOnly  = "requests-only"  // a client-side RPM limiter, exponential backoff with jitter on 429
+	Cookbook      = "cookbook"       // x/time/rate on every per-minute limit at 100 %, pause after a 429
+	Tollgate      = "tollgate"       // the plugin on a memory store, limits only
+	TollgateRedis = "tollgate-redis" // the plugin in redisWorkers processes on one Redis
+)
+
+// Strategies lists every strategy.
+var Strategies = []string{Naive, TemporalRate, RequestsOnly, Cookbook, Tollgate, TollgateRedis}
+
+// gated reports whether strategy s runs the tollgate plugin (its workflows
+// then schedule calls with workflows.CallModel).
+func gated(s string) bool { return s == Tollgate || s == TollgateRedis }
+
+// apiKey is the fake provider's only key.
+const apiKey = "sk-goodput-fake-7f3a"
+
+// ErrSkipped is returned (wrapped) for a run that cannot be made here, such
+// as tollgate-redis without Redis.
+var ErrSkipped = errors.New("skipped")
+
+// workerSpec is what a worker of a run needs; it crosses to the
+// tollgate-redis worker processes as JSON.
+type workerSpec struct {
+	HostPort, Namespace, Queue   string
+	OpenAIBaseURL, AnthropicBase string
+	Limits                       testsuite.Limits
+	Redis, Prefix                string // tollgate-redis only
+}
+
+// startWorkers starts strategy s's workers for a run and returns the
+// function that stops them.
+func startWorkers(ctx context.Context, env *Env, s string, spec workerSpec) (stop func(), err error) {
+	if !slices.Contains(Strategies, s) {
+		return nil, fmt.Errorf("unknown strategy %q (want one of %v)", s, Strategies)
+	}
+	if s == TollgateRedis {
+		return startRedisWorkers(ctx, env, spec)
+	}
+	oa, an, err := modelActivities(spec)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		opts worker.Options
+		acts = []any{oa, an}
+	)
+	switch s {
+	case Naive:
+		acts = []any{&sdkRetrying{openAIBaseURL: spec.OpenAIBaseURL, anthropicBaseURL: spec.AnthropicBase, key: apiKey}}
+	case TemporalRate:
+		opts.TaskQueueActivitiesPerSecond = float64(spec.Limits.RequestsPerMinute) / 60
+	case RequestsOnly:
+		acts = []any{&limitedActivities{openAI: oa, anthropic: an, limiter: newRequestsOnly(spec.Limits)}}
+	case Cookbook:
+		acts = []any{&limitedActivities{openAI: oa, anthropic: an, limiter: newCookbook(spec.Limits)}}
+	case Tollgate:
+		plugin, err := tollgatePlugin(capacity.NewMemoryStore(capacity.MemoryOptions{}), spec.Limits)
+		if err != nil {
+			return nil, err
+		}
+		opts.Plugins = []worker.Plugin{plugin}
+	}
+	w := newWorker(env.Client, spec.Queue, opts, acts...)
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	return w.Stop, nil
+}
+
+// modelActivities are the activities package's OpenAI and Anthropic
+// activities on the run's fake provider.
+func modelActivities(spec workerSpec) (*activities.OpenAI, *activities.Anthropic, error) {
+	creds := activities.StaticCredentials{Credential: apiKey}
+	oa, err := activities.NewOpenAI(activities.OpenAIOptions{Credentials: creds, BaseURL: spec.OpenAIBaseURL})
+	if err != nil {
+		return nil, nil, err
+	}
+	an, err := activities.NewAnthropic(activities.AnthropicOptions{Credentials: creds, BaseURL: spec.AnthropicBase})
+	return oa, an, err
+}
+
+// tollgatePlugin is the tollgate strategies' plugin: store and the
+// provider's limits, every other option at its default.
+func tollgatePlugin(store capacity.Store, l testsuite.Limits) (worker.Plugin, error) {
+	limits := TollgateLimits(l)
+	return interceptor.NewPlugin(interceptor.Options{
+		Store:  store,
+		Limits: func(capacity.Scope) (capacity.Limits, bool) { return limits, true },
+	})
+}
+
+// newWorker returns a worker on queue running the sample's workflows and acts.
+func newWorker(c client.Client, queue string, opts worker.Options, acts ...any) worker.Worker {
+	w := worker.New(c, queue, opts)
+	w.RegisterWorkflow(BatchWorkflow)
+	w.RegisterWorkflow(InteractiveWorkflow)
+	for _, a := range acts {
+		w.RegisterActivity(a)
+	}
+	return w
+}
