@@ -17,14 +17,14 @@ import (
 )
 
 // Bounds the short run's tollgate row is held to besides zero 429s and
-// every call completed. The full table's acceptance (README) is drain ratio
-// ≤ 1.03, utilization ≥ 0.97 and interactive p99 ≤ 1 s; these are looser,
-// what the scheduler meets today on a small workload with margin, and are
-// meant to be tightened towards it as the scheduler improves.
+// every call completed. The full table's bar (README) is drain ratio
+// ≤ 1.03, utilization ≥ 0.97 and interactive p99 ≤ 1 s; on 40 calls one
+// late call weighs more, so the drain and utilization bounds here leave
+// that much room (measured 1.006 and 0.997).
 const (
-	shortMaxDrainRatio     = 2.5
-	shortMinUtilization    = 0.5
-	shortMaxInteractiveP99 = 20 * time.Second
+	shortMaxDrainRatio     = 1.10
+	shortMinUtilization    = 0.93
+	shortMaxInteractiveP99 = time.Second
 )
 
 // TestMain makes the test binary a tollgate-redis worker process when it is
@@ -46,7 +46,7 @@ func TestShortComparison(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	srv := devserver.StartForTest(t)
+	srv := devserver.StartForTest(t, devserver.PriorityMatcher...)
 	env := &Env{Client: srv.Client(), HostPort: srv.FrontendHostPort(), Namespace: "default", Log: logWriter{t}}
 	o := Options{
 		Workload:   Workload{Seed: 1, Calls: 40, Every: 500 * time.Millisecond},

@@ -56,7 +56,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	log.Println("starting a Temporal dev server...")
-	srv, err := devserver.Start(ctx, nil)
+	// Priority-aware matching: the interactive calls' activity tasks go
+	// before the batch's, for every strategy alike.
+	srv, err := devserver.StartWith(ctx, nil, devserver.PriorityMatcher...)
 	if err != nil {
 		log.Fatalln(err)
 	}

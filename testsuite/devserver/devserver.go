@@ -58,6 +58,20 @@ func QuietLogger() log.Logger {
 // Start starts a dev server with the CLI at Path. logger may be nil
 // (QuietLogger). Stop it with its Stop method.
 func Start(ctx context.Context, logger log.Logger) (*sdktestsuite.DevServer, error) {
+	return StartWith(ctx, logger)
+}
+
+// PriorityMatcher is the dev server argument that makes Temporal's
+// matching dispatch activity tasks by their priority key (temporal.Priority,
+// which workflows.CallModel sets from the class): without it an interactive
+// call's task waits in its task queue behind every bulk task queued before
+// it. Temporal Server 1.29 has it off by default (dynamic config
+// matching.useNewMatcher).
+var PriorityMatcher = []string{"--dynamic-config-value", "matching.useNewMatcher=true"}
+
+// StartWith is Start with extra arguments for the dev server, such as
+// PriorityMatcher.
+func StartWith(ctx context.Context, logger log.Logger, args ...string) (*sdktestsuite.DevServer, error) {
 	cli, err := Path()
 	if err != nil {
 		return nil, err
@@ -69,15 +83,17 @@ func Start(ctx context.Context, logger log.Logger) (*sdktestsuite.DevServer, err
 		ExistingPath:  cli,
 		ClientOptions: &client.Options{Logger: logger},
 		LogLevel:      "error",
+		ExtraArgs:     args,
 		Stdout:        io.Discard,
 		Stderr:        io.Discard,
 	})
 }
 
-// StartForTest starts a dev server for t and stops it when t ends. Without
+// StartForTest starts a dev server (with args, such as PriorityMatcher) for
+// t and stops it when t ends. Without
 // a CLI it skips t, or fails it when the CI environment variable is set (a
 // green CI run must not hide a missing install step).
-func StartForTest(t testing.TB) *sdktestsuite.DevServer {
+func StartForTest(t testing.TB, args ...string) *sdktestsuite.DevServer {
 	t.Helper()
 	if _, err := Path(); err != nil {
 		if os.Getenv("CI") != "" {
@@ -87,7 +103,7 @@ func StartForTest(t testing.TB) *sdktestsuite.DevServer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := Start(ctx, nil)
+	srv, err := StartWith(ctx, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
