@@ -18,7 +18,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxLocalWait        = 10 * time.Second
+	DefaultMaxLocalWait        = time.Minute
 	DefaultLeaseTTL            = time.Minute
 	DefaultMinCallTime         = 5 * time.Second
 	DefaultMaxFailures         = 5
