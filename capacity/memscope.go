@@ -316,6 +316,7 @@ func (m *memScope) book(tk Ticket) {
 		m.booked[d] += float64(tk.Charges[d])
 		m.bookedBy[classIndex(tk.Class)][d] += float64(tk.Charges[d])
 	}
+	tk.told = tk.At
 	m.tickets[tk.Call] = tk
 	m.noteExpiry(tk.Expires)
 }
@@ -599,6 +600,7 @@ func (m *memScope) snapshot(s Snapshot, now time.Time) Snapshot {
 	}
 	sort.Slice(s.Leases, func(i, j int) bool { return s.Leases[i].ID < s.Leases[j].ID })
 	for _, tk := range m.tickets {
+		tk.told = time.Time{}
 		s.Tickets = append(s.Tickets, tk)
 	}
 	sort.Slice(s.Tickets, func(i, j int) bool {

@@ -254,12 +254,15 @@ func (s *MemoryStore) claimTicket(st *memScope, req Request, tk Ticket, now time
 	}
 	deny := Reservation{Now: now, Reason: DenyTicket, RetryAt: tk.At, Booked: true}
 	if now.Before(tk.At) {
+		tk.told = tk.At
+		st.tickets[req.Call] = tk
 		return deny
 	}
 	floor := st.limits.floor(st.limits.effectiveClass(tk.Class, req.Since, now))
 	if w := st.ticketShortfall(tk, floor); w > 0 {
 		// A higher class borrowed this ticket's capacity: it moves later.
 		tk.At, tk.Expires = now.Add(w), now.Add(w+s.grace)
+		tk.told = tk.At
 		st.tickets[req.Call] = tk
 		st.noteExpiry(tk.Expires)
 		deny.RetryAt = tk.At

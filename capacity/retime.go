@@ -33,20 +33,27 @@ func (m *memScope) retime(now time.Time) {
 				w = max(w, waitFor(need, m.rate(d)))
 			}
 		}
-		was := tk.At
 		tk.At = now.Add(w)
 		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
 			tk.Expires = exp
 		}
 		m.tickets[tk.Call] = tk
-		if was.After(now) && !tk.At.After(now) {
+		if broughtForward(tk.told, tk.At, now) {
 			m.announceDue(tk.Call)
 		}
 	}
 }
 
+// broughtForward reports whether a ticket whose call was told it is due at
+// told, now due at at, must be announced: its call, which sleeps half of
+// the wait it was given before it asks again (capacity.Wait), would
+// otherwise come late.
+func broughtForward(told, at, now time.Time) bool {
+	return told.After(now) && at.Before(now.Add(told.Sub(now)/2))
+}
+
 // announceDue tells call, if it waits for its ticket (TicketDue), that
-// the ticket came due.
+// the ticket moved forward.
 func (m *memScope) announceDue(call string) {
 	if ch, ok := m.due[call]; ok {
 		close(ch)

@@ -79,13 +79,14 @@ type Notifier interface {
 }
 
 // TicketNotifier is implemented by stores that announce when a booked
-// ticket comes due before the time its call was given (a refund, a higher
-// report or a released booking moved it forward), so the call claims it
-// then rather than at its old time.
+// ticket moves well before the time its call was given (a refund, a higher
+// report or a released booking brought it forward): before half the wait
+// the call was given, when the call, which asks again halfway (Wait),
+// would come late for it.
 type TicketNotifier interface {
 	// TicketDue returns a channel that is closed when call's ticket on scope
-	// comes due early. Call stop when done waiting; the channel may then
-	// never close.
+	// is brought forward so. Call stop when done waiting; the channel may
+	// then never close.
 	TicketDue(scope Scope, call string) (ch <-chan struct{}, stop func())
 }
 
@@ -360,6 +361,10 @@ type Ticket struct {
 	At      time.Time
 	Class   Class
 	Expires time.Time
+
+	// told is the time its call was last given (memory store only): the
+	// store announces a ticket brought well before it (retime).
+	told time.Time
 }
 
 // Errors callers branch on.

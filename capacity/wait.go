@@ -31,8 +31,8 @@ type WaitOptions struct {
 // come early: DenyTicket) it does not listen for releases; since the store
 // moves tickets with the budget (earlier on a refund, later when a limit
 // falls), it asks again halfway through each wait longer than
-// 2 × TicketRecheck, and at least every MaxTicketSleep, and at once when
-// the store (a TicketNotifier) announces that its ticket came due. A due
+// 2 × TicketRecheck, and at once when the store (a TicketNotifier)
+// announces that its ticket moved before that. A due
 // ticket waiting for an in-flight slot listens. A deadline refusal
 // (DenyDeadline) returns at once.
 //
@@ -127,17 +127,12 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 	}
 }
 
-// TicketRecheck and MaxTicketSleep bound how long a ticket holder sleeps
-// before it asks again, since the store may have moved its ticket
-// meanwhile: a wait longer than 2 × TicketRecheck is split in half, and no
-// sleep is longer than MaxTicketSleep, so a ticket brought forward is
-// claimed at most that late even when the store does not announce it
-// (TicketNotifier announces a ticket that comes due, not one that moves
-// closer).
-const (
-	TicketRecheck  = 250 * time.Millisecond
-	MaxTicketSleep = 2 * time.Second
-)
+// TicketRecheck is the shortest wait for a ticket that Wait splits: a
+// ticket holder with more to wait sleeps half of it and asks again, since
+// the store may have moved its ticket meanwhile. A store that is a
+// TicketNotifier announces a ticket brought before that half, so the
+// holder is never late for it.
+const TicketRecheck = 250 * time.Millisecond
 
 // ticketSleep is how long a ticket holder with wait left sleeps before it
 // asks again.
@@ -145,7 +140,7 @@ func ticketSleep(wait time.Duration) time.Duration {
 	if wait <= 2*TicketRecheck {
 		return wait
 	}
-	return min(max(wait/2, TicketRecheck), MaxTicketSleep)
+	return max(wait/2, TicketRecheck)
 }
 
 // holdsTicket reports whether r tells a call that it holds a ticket granted

@@ -52,6 +52,7 @@ const (
 	fieldCharge    = "charge"
 	fieldMark      = "mark"
 	fieldAt        = "at"
+	fieldTold      = "told"
 )
 
 // A record field holds a number, or one number per dimension.
@@ -71,6 +72,7 @@ var (
 	}
 	ticketFields = []recordField{
 		{fieldAt, kindNumber}, {fieldExpires, kindNumber}, {fieldClass, kindNumber}, {fieldCharge, kindDimension},
+		{fieldTold, kindNumber}, // the time its call was last given (3.3): lua/rules.lua, retime
 	}
 )
 

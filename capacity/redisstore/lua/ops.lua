@@ -85,12 +85,19 @@ end
 -- time without competing again.
 local function claimTicket(req, tk)
   if NOW < tk.at and takeOverdue(req.call, tk) then tk = getTicket(req.call) end
-  if NOW < tk.at then return deny(DENY_TICKET, 0, tk.at, true) end
+  if NOW < tk.at then
+    if tk.told ~= tk.at then
+      tk.told = tk.at
+      putTicket(req.call, tk)
+    end
+    return deny(DENY_TICKET, 0, tk.at, true)
+  end
   local fl = classFloor(effectiveClass(tk.class, req.since))
   local w = ticketShortfall(tk, fl)
   if w > 0 then
     -- A higher class borrowed this ticket's capacity: it moves later.
     tk.at, tk.expires = NOW + w, NOW + w + GRACE
+    tk.told = tk.at
     putTicket(req.call, tk)
     return deny(DENY_TICKET, 0, tk.at, true)
   end
@@ -152,7 +159,7 @@ local function admit(req)
     -- goes negative, so later callers queue behind this one. A wait at
     -- the bound is not booked: the call asks again then.
     local t = newRecord(TICKET_FIELDS)
-    t.at, t.expires, t.class = retry, retry + GRACE, req.class
+    t.at, t.expires, t.class, t.told = retry, retry + GRACE, req.class, retry
     for d = 1, ND do t.charge[d] = req.charges[d] end
     book(req.call, t)
     return deny(DENY_CAPACITY, binding, retry, true)

@@ -132,7 +132,8 @@ local function retime()
       end
       local at = NOW + w
       local expires = max(tk.expires, at + S.ticket_grace)
-      if tk.at > NOW and at <= NOW then DUE[#DUE + 1] = c end -- announceDue
+      -- announceDue, when its call would come late (broughtForward).
+      if tk.told > NOW and at < NOW + floor((tk.told - NOW) / 2) then DUE[#DUE + 1] = c end
       if at ~= tk.at or expires ~= tk.expires then
         tk.at, tk.expires = at, expires
         putTicket(c, tk)
