@@ -45,11 +45,14 @@ func (m *memScope) retime(now time.Time) {
 }
 
 // broughtForward reports whether a ticket whose call was told it is due at
-// told, now due at at, must be announced: its call, which sleeps half of
-// the wait it was given before it asks again (capacity.Wait), would
-// otherwise come late.
+// told, now due at at, is announced: its call sleeps until told
+// (capacity.Wait), so it would come that late. A move of more than
+// TicketRecheck and of more than a quarter of the wait left is announced;
+// a call is told again of its ticket only a few times on its way, however
+// often refunds move it.
 func broughtForward(told, at, now time.Time) bool {
-	return told.After(now) && at.Before(now.Add(told.Sub(now)/2))
+	early := told.Sub(at)
+	return told.After(now) && early > TicketRecheck && early > told.Sub(now)/4
 }
 
 // announceDue tells call, if it waits for its ticket (TicketDue), that

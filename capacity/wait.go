@@ -30,9 +30,9 @@ type WaitOptions struct {
 // ticket's time. While it holds a ticket for a known time (booked now, or
 // come early: DenyTicket) it does not listen for releases; since the store
 // moves tickets with the budget (earlier on a refund, later when a limit
-// falls), it asks again halfway through each wait longer than
-// 2 × TicketRecheck, and at once when the store (a TicketNotifier)
-// announces that its ticket moved before that. A due
+// falls), it asks again when the store (a TicketNotifier) announces that
+// its ticket moved forward, or, with another store, halfway through each
+// wait longer than 2 × TicketRecheck. A due
 // ticket waiting for an in-flight slot listens. A deadline refusal
 // (DenyDeadline) returns at once.
 //
@@ -92,7 +92,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 			if wait := r.RetryAt.Sub(r.Now); wait > minSleep {
 				d = max(wait-clk.Now().Sub(sent), 0)
 				if holdsTicket(r) {
-					d = ticketSleep(wait)
+					d = ticketSleep(wait, tickets != nil)
 				}
 			}
 		}
@@ -127,17 +127,17 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 	}
 }
 
-// TicketRecheck is the shortest wait for a ticket that Wait splits: a
-// ticket holder with more to wait sleeps half of it and asks again, since
-// the store may have moved its ticket meanwhile. A store that is a
-// TicketNotifier announces a ticket brought before that half, so the
-// holder is never late for it.
+// TicketRecheck is how late a ticket holder may be for a ticket the store
+// moved forward: a store that is a TicketNotifier announces a move of more
+// than TicketRecheck (and a quarter of the wait left), and its holders
+// sleep until their time; with another store a holder with more than
+// 2 × TicketRecheck to wait sleeps half of it and asks again.
 const TicketRecheck = 250 * time.Millisecond
 
 // ticketSleep is how long a ticket holder with wait left sleeps before it
-// asks again.
-func ticketSleep(wait time.Duration) time.Duration {
-	if wait <= 2*TicketRecheck {
+// asks again; announced says the store announces moved tickets.
+func ticketSleep(wait time.Duration, announced bool) time.Duration {
+	if announced || wait <= 2*TicketRecheck {
 		return wait
 	}
 	return max(wait/2, TicketRecheck)

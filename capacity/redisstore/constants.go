@@ -117,6 +117,7 @@ func luaConstants() []luaConstant {
 		{"HALF_OPEN_MEMORY", HalfOpenMemory.Microseconds(), "HalfOpenMemory (µs)"},
 		{"MAX_BLOCK", capacity.MaxBlock.Microseconds(), "capacity.MaxBlock (µs): the longest a block lasts"},
 		{"ENDED_LEASE_MEMORY", capacity.EndedLeaseMemory.Microseconds(), "capacity.EndedLeaseMemory (µs)"},
+		{"TICKET_RECHECK", capacity.TicketRecheck.Microseconds(), "capacity.TicketRecheck (µs)"},
 		{"OVERDUE_TICKET", capacity.OverdueTicket.Microseconds(), "capacity.OverdueTicket (µs)"},
 		{"COOLDOWN_CUT", capacity.CooldownCut, "capacity.CooldownCut: a 429's cut of the rate"},
 		{"RATE_RECOVERY", capacity.RateRecovery, "capacity.RateRecovery: the rate's recovery a second"},

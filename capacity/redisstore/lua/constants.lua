@@ -43,6 +43,8 @@ local HALF_OPEN_MEMORY = 86400000000
 local MAX_BLOCK = 2678400000000
 -- capacity.EndedLeaseMemory (µs)
 local ENDED_LEASE_MEMORY = 60000000
+-- capacity.TicketRecheck (µs)
+local TICKET_RECHECK = 250000
 -- capacity.OverdueTicket (µs)
 local OVERDUE_TICKET = 100000
 -- capacity.CooldownCut: a 429's cut of the rate

@@ -133,7 +133,8 @@ local function retime()
       local at = NOW + w
       local expires = max(tk.expires, at + S.ticket_grace)
       -- announceDue, when its call would come late (broughtForward).
-      if tk.told > NOW and at < NOW + floor((tk.told - NOW) / 2) then DUE[#DUE + 1] = c end
+      local early = tk.told - at
+      if tk.told > NOW and early > TICKET_RECHECK and early > floor((tk.told - NOW) / 4) then DUE[#DUE + 1] = c end
       if at ~= tk.at or expires ~= tk.expires then
         tk.at, tk.expires = at, expires
         putTicket(c, tk)
