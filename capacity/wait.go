@@ -37,9 +37,10 @@ type WaitOptions struct {
 // (DenyDeadline) returns at once.
 //
 // It returns the granted Reservation; or the last denial, with a nil error,
-// when waiting would exceed MaxWait (a booked ticket is kept for the caller's
-// retry); or ctx.Err() when the context ends first, after releasing any
-// ticket it booked.
+// when waiting would exceed MaxWait (a booked ticket is kept for the
+// caller's retry; the holder of a ticket a TicketNotifier announces first
+// waits out MaxWait, listening, and asks once more); or ctx.Err() when the
+// context ends first, after releasing any ticket it booked.
 func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservation, error) {
 	clk := opts.Clock
 	if clk == nil {
@@ -96,10 +97,19 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 				}
 			}
 		}
-		if opts.MaxWait > 0 && clk.Now().Sub(start)+d > opts.MaxWait {
-			stop()
-			stopDue()
-			return r, nil
+		if opts.MaxWait > 0 {
+			left := opts.MaxWait - clk.Now().Sub(start)
+			if due != nil && d > left && left > TicketRecheck {
+				// A ticket holder whose time lies beyond the budget still
+				// waits out the budget, listening: its ticket may be
+				// brought within it.
+				d = left
+			}
+			if d > left {
+				stop()
+				stopDue()
+				return r, nil
+			}
 		}
 		if opts.OnDenied != nil {
 			opts.OnDenied(r)
