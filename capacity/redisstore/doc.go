@@ -118,6 +118,13 @@
 // release. Releases are published only while some caller may be waiting: no
 // later than the last RetryAt the scope handed out.
 //
+// It implements capacity.TicketNotifier on the same channel: a script that
+// brings booked tickets well forward (a refund, a higher report, a released
+// booking) publishes their calls, and the worker whose call waits for one
+// wakes it, so ticket holders sleep until their time without asking again.
+// A call id with a space in it is never announced (its holder claims at
+// its old time).
+//
 // # When Redis is unreachable
 //
 // Options.OnUnavailable chooses. FailClosed (the default): every operation
