@@ -152,7 +152,7 @@ const inFlightRetry = time.Second
 // jitter, or DeadlineUnmeetable if that lands past the call's deadline.
 func (g *gatedCall) delayedRetry(wait time.Duration, booked bool, why, dim string) error {
 	d := g.delay(wait, booked)
-	if !g.deadline.IsZero() && g.opts.Clock.Now().Add(d).After(g.deadline.Add(-g.opts.MinCallTime)) {
+	if !g.dispatchBy.IsZero() && g.opts.Clock.Now().Add(d).After(g.dispatchBy) {
 		return deadlineUnmeetable(fmt.Sprintf("%s: retry in %v (%s) lands past the call's schedule-to-close deadline",
 			g.scope.Key(), d.Round(time.Millisecond), why), g.scope)
 	}

@@ -140,7 +140,7 @@ func (g *gatedCall) checkDeadline(err error) error {
 	if !ok || ae.NonRetryable() || g.deadline.IsZero() {
 		return err
 	}
-	if d := ae.NextRetryDelay(); d > 0 && g.opts.Clock.Now().Add(d).After(g.deadline.Add(-g.opts.MinCallTime)) {
+	if d := ae.NextRetryDelay(); d > 0 && g.opts.Clock.Now().Add(d).After(g.dispatchBy) {
 		return deadlineUnmeetable(ae.Message()+": the retry lands past the call's schedule-to-close deadline", g.scope)
 	}
 	return err

@@ -71,6 +71,9 @@ type gatedCall struct {
 	charges  capacity.Charges
 	id       string
 	deadline time.Time // schedule-to-close deadline; zero if none
+	// dispatchBy is the last moment the call may be sent: the deadline less
+	// MinCallTime, the deadline the store is given; zero if none.
+	dispatchBy time.Time
 	state    *callState
 }
 
@@ -104,6 +107,7 @@ func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, 
 	g.charges = profile.Charges(g.demand)
 	if info.ScheduleToCloseTimeout > 0 && !info.ScheduledTime.IsZero() {
 		g.deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
+		g.dispatchBy = g.deadline.Add(-o.MinCallTime)
 	}
 	return g, nil
 }
@@ -148,9 +152,7 @@ func (g *gatedCall) request() capacity.Request {
 	if r.Attempt < 1 {
 		r.Attempt = 1
 	}
-	if !g.deadline.IsZero() {
-		r.Deadline = g.deadline.Add(-g.opts.MinCallTime)
-	}
+	r.Deadline = g.dispatchBy
 	return r
 }
 
@@ -170,7 +172,7 @@ func (g *gatedCall) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	now := g.opts.Clock.Now()
 	if g.pastDeadline(now) {
 		_ = g.opts.Store.Release(context.WithoutCancel(ctx), lease)
-		return nil, deadlineUnmeetable("the call's deadline passed before it could be dispatched", g.scope)
+		return nil, deadlineUnmeetable("the call was admitted too close to its deadline to be sent (less than MinCallTime left)", g.scope)
 	}
 
 	rep := &reporter{}
@@ -263,11 +265,15 @@ func (g *gatedCall) settleBudget(ctx context.Context) time.Duration {
 	return max(b, 0)
 }
 
+// pastDeadline reports whether a call admitted at now may no longer be
+// sent: its attempt is over, or less than MinCallTime is left before its
+// schedule-to-close deadline (a booking that moved later may come due after
+// the deadline the store was given).
 func (g *gatedCall) pastDeadline(now time.Time) bool {
 	if !g.info.Deadline.IsZero() && !now.Before(g.info.Deadline) {
 		return true
 	}
-	return !g.deadline.IsZero() && !now.Before(g.deadline)
+	return !g.dispatchBy.IsZero() && now.After(g.dispatchBy)
 }
 
 // settleSuccess settles the lease of an answered call, then observes the
