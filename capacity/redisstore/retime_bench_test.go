@@ -1,0 +1,46 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// BenchmarkRetime measures what moving booked tickets costs: with n
+// tickets booked on a scope, each iteration books one more and releases it,
+// and the release's refund retimes every ticket (lua/rules.lua, retime). A
+// settle that refunds part of its reservation (Anthropic's output) pays the
+// same; one that charges what it reserved pays nothing.
+func BenchmarkRetime(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
+			s, _ := newTestStore(b, Options{})
+			ctx := context.Background()
+			l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Second} // 1,000 tokens/s
+			sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "retime"}
+			req := func(call string) capacity.Request {
+				return capacity.Request{Scope: sc, Limits: l, Call: call, Attempt: 1, Book: true,
+					Charges: capacity.Charges{capacity.Tokens: 100, capacity.InFlight: 1}}
+			}
+			for i := range n + 10 { // the first ten fill the bucket
+				if _, err := s.Reserve(ctx, req(fmt.Sprint("held-", i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				r := req(fmt.Sprint("moving-", i))
+				res, err := s.Reserve(ctx, r)
+				if err != nil || !res.Booked {
+					b.Fatalf("booking: %v %+v", err, res)
+				}
+				if err := s.Release(ctx, capacity.Lease{Scope: sc, Call: r.Call}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
