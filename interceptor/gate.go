@@ -74,7 +74,7 @@ type gatedCall struct {
 	// dispatchBy is the last moment the call may be sent: the deadline less
 	// MinCallTime, the deadline the store is given; zero if none.
 	dispatchBy time.Time
-	state    *callState
+	state      *callState
 }
 
 func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, call Call) (*gatedCall, error) {
