@@ -423,13 +423,15 @@ func overloadRateLimitWithoutRetryTime(t *testing.T, c client.Client) {
 // overloadDeadlineBeforeDispatch: a bulk call with a 14 s schedule-to-close
 // timeout (so at most 9 s in the queue, the gate keeping 5 s for the call)
 // queues behind 80 bulk calls on a 600 RPM budget, its turn about 8 s away;
-// 50 interactive calls then arrive and take the budget ahead of the bulk
-// tickets, pushing its turn past its deadline. It is refused with the typed
+// 100 interactive calls then arrive and take the budget ahead of the bulk
+// tickets, pushing its turn past its deadline (by 10 s of budget: enough
+// that interactive calls slow to arrive on a loaded machine, under the race
+// detector, still push it past). It is refused with the typed
 // DeadlineUnmeetable error and never sent.
 func overloadDeadlineBeforeDispatch(t *testing.T, c client.Client) {
 	const (
 		fillers     = 80
-		interactive = 50
+		interactive = 100
 		expiring    = 14 * time.Second
 	)
 	lim := testsuite.Limits{RequestsPerMinute: 600, TokensPerMinute: 1_000_000, BurstWindow: time.Second}
