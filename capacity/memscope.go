@@ -28,6 +28,8 @@ type memScope struct {
 	due map[string]chan struct{}
 
 	grace time.Duration // MemoryOptions.TicketGrace: how long a due ticket waits for its call
+
+	fairState // weighted fair queuing and key caps (memfair.go)
 }
 
 // scopeState is the part of a scope's state held by value, so that a copy
@@ -49,9 +51,9 @@ type scopeState struct {
 	// the ticket's time always finds its charge there.
 	level  [numBuckets]float64
 	booked [numBuckets]float64
-	// bookedBy splits booked by the class of the tickets (indexed by Class):
-	// a call may borrow what lower classes booked.
-	bookedBy [numClasses][numBuckets]float64
+	// bookedBy splits booked by the rank of the tickets: a call may borrow
+	// what lower ranks booked.
+	bookedBy [MaxRank + 1][numBuckets]float64
 	last     time.Time  // time the levels were last refilled
 	dayUsed  [2]float64 // RequestsPerDay, TokensPerDay
 	dayEnd   time.Time  // end of the current day window
@@ -81,6 +83,8 @@ func (m *memScope) clone() *memScope {
 		leases: maps.Clone(m.leases), tickets: maps.Clone(m.tickets),
 		failures: map[string]failureCount{}, endedAt: maps.Clone(m.endedAt),
 		grace: m.grace,
+		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish,
+			flows: maps.Clone(m.flows), keys: maps.Clone(m.keys)},
 	}
 }
 
@@ -233,6 +237,8 @@ func (m *memScope) reclaim(now time.Time) {
 			// level + booked, so no claim counted on it).
 			m.unbook(call)
 			m.refund(tk.Charges)
+			m.unplace(tk)
+			m.refundKey(tk)
 			continue
 		}
 		if next.IsZero() || tk.Expires.Before(next) {
@@ -314,8 +320,9 @@ func (m *memScope) book(tk Ticket) {
 	m.charge(tk.Charges)
 	for d := range numBuckets {
 		m.booked[d] += float64(tk.Charges[d])
-		m.bookedBy[classIndex(tk.Class)][d] += float64(tk.Charges[d])
+		m.bookedBy[tk.Rank][d] += float64(tk.Charges[d])
 	}
+	m.lastFinish[tk.Rank] = math.Max(m.lastFinish[tk.Rank], tk.Finish)
 	tk.told = tk.At
 	m.tickets[tk.Call] = tk
 	m.noteExpiry(tk.Expires)
@@ -330,8 +337,10 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 	delete(m.tickets, call)
 	for d := range numBuckets {
 		m.booked[d] = math.Max(0, m.booked[d]-float64(tk.Charges[d]))
-		i := classIndex(tk.Class)
-		m.bookedBy[i][d] = math.Max(0, m.bookedBy[i][d]-float64(tk.Charges[d]))
+		m.bookedBy[tk.Rank][d] = math.Max(0, m.bookedBy[tk.Rank][d]-float64(tk.Charges[d]))
+	}
+	if len(m.tickets) == 0 {
+		m.lastFinish = [MaxRank + 1]float64{}
 	}
 	return tk, true
 }
@@ -353,7 +362,7 @@ func (m *memScope) dailyDenial(req Request, floor float64, now time.Time) (Reser
 
 // bucketWait returns how long req must wait for the per-minute buckets
 // (the longest wait binds) and the binding dimension (-1: none).
-func (m *memScope) bucketWait(req Request, class Class, floor float64, now time.Time) (time.Duration, Dimension) {
+func (m *memScope) bucketWait(req Request, rank int, floor float64, now time.Time) (time.Duration, Dimension) {
 	var wait time.Duration
 	binding := Dimension(-1)
 	for d := range numBuckets {
@@ -363,7 +372,7 @@ func (m *memScope) bucketWait(req Request, class Class, floor float64, now time.
 		}
 		// Waits compare to the microsecond (the Redis store's resolution),
 		// so both stores name the same binding dimension.
-		if w := m.fitWait(d, c, floor, m.borrowable(d, class), now); w > 0 && (micros(w) > micros(wait) || binding < 0) {
+		if w := m.fitWait(d, c, floor, m.borrowable(d, rank), now); w > 0 && (micros(w) > micros(wait) || binding < 0) {
 			wait, binding = w, Dimension(d)
 		}
 	}
@@ -403,14 +412,12 @@ func waitFor(need, rate float64) time.Duration {
 	return time.Duration(ns)
 }
 
-// borrowable is what a call of class c may take, in bucket d, from the
-// capacity that lower classes booked: their tickets are late by as much.
-func (m *memScope) borrowable(d int, c Class) float64 {
+// borrowable is what a call of rank r may take, in bucket d, from the
+// capacity that lower ranks booked: their tickets are late by as much.
+func (m *memScope) borrowable(d int, r int) float64 {
 	var sum float64
-	for lower := range Class(numClasses) {
-		if rank(lower) < rank(c) {
-			sum += m.bookedBy[classIndex(lower)][d]
-		}
+	for lower := range r {
+		sum += m.bookedBy[lower][d]
 	}
 	return sum
 }
@@ -444,14 +451,15 @@ func (m *memScope) refund(c Charges) {
 
 // grantLease makes the call's lease. A fresh grant charges c; a claimed
 // ticket was charged when it was booked.
-func (m *memScope) grantLease(req Request, c Charges, fresh bool, now time.Time, ttl time.Duration) Lease {
+func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64, now time.Time, ttl time.Duration) Lease {
 	if fresh {
 		m.charge(c)
 	}
 	m.dispatched(c)
 	le := Lease{
 		ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
-		Charges: c, Class: req.Class, GrantedAt: now, Expires: now.Add(ttl),
+		Charges: c, Class: req.Class, Key: req.Fairness.Key, Weight: weight,
+		GrantedAt: now, Expires: now.Add(ttl),
 		Mark: Mark{Valid: true, Granted: m.granted},
 	}
 	m.leases[req.Call] = le
@@ -612,5 +620,6 @@ func (m *memScope) snapshot(s Snapshot, now time.Time) Snapshot {
 	if b, ok := m.activeBlock(now); ok {
 		s.Blocks = append(s.Blocks, b)
 	}
+	m.fairSnapshot(&s)
 	return s
 }

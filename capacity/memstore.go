@@ -214,16 +214,22 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		return s.claimTicket(st, req, tk, now, ttl), nil
 	}
 
-	// The class's floor: the part of every budget it may not consume.
-	class := st.limits.effectiveClass(req.Class, req.Since, now)
-	floor := st.limits.floor(class)
-	if deny, ok := st.dailyDenial(req, floor, now); ok {
+	// The class's rule: its rank, and its floor, the part of every budget
+	// it may not consume. The key's caps bind first.
+	rule := req.rule(now)
+	if deny, ok := st.keyCapDenial(req, now); ok {
+		return deny, nil
+	}
+	if deny, ok := st.dailyDenial(req, rule.Floor, now); ok {
 		return deny, nil
 	}
 
-	wait, binding := st.bucketWait(req, class, floor, now)
-	if binding < 0 && st.slotFree(floor) {
-		return Reservation{Granted: true, Lease: st.grantLease(req, req.Charges, true, now, ttl), Now: now}, nil
+	wait, binding := st.bucketWait(req, rule.Rank, rule.Floor, now)
+	if binding < 0 && st.slotFree(rule.Floor) {
+		start, _, weight := st.place(req, rule, req.Charges)
+		st.serve(req.Class, req.Fairness.Key, rule.Rank, start, req.Charges)
+		st.chargeKey(req.Fairness, req.Charges, now)
+		return Reservation{Granted: true, Lease: st.grantLease(req, req.Charges, true, weight, now, ttl), Now: now}, nil
 	}
 
 	deny := Reservation{Now: now, Reason: DenyCapacity, RetryAt: now.Add(wait), Binding: binding}
@@ -240,10 +246,34 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		// goes negative, so later callers queue behind this one. A wait at
 		// the bound is not booked: the call asks again then.
 		at := deny.RetryAt
-		st.book(Ticket{Call: req.Call, Charges: req.Charges, At: at, Class: req.Class, Expires: at.Add(s.grace)})
+		start, finish, weight := st.place(req, rule, req.Charges)
+		behind := finish < st.lastFinish[rule.Rank] // a ticket of its rank booked after it is due later
+		st.book(Ticket{Call: req.Call, Charges: req.Charges, At: at, Class: req.Class, Expires: at.Add(s.grace),
+			Key: req.Fairness.Key, Rank: rule.Rank, Floor: rule.Floor, Weight: weight, Start: start, Finish: finish})
+		st.chargeKey(req.Fairness, req.Charges, now)
 		deny.Booked = true
+		if behind {
+			// Its place in the fair order is ahead of tickets booked
+			// before it: every ticket follows (retime), and it may be due
+			// at once.
+			st.retime(now)
+			tk := st.tickets[req.Call]
+			deny.RetryAt = tk.At
+			if !tk.At.After(now) && st.slotFree(rule.Floor) {
+				return s.grantTicket(st, req, now, ttl), nil
+			}
+		}
 	}
 	return deny, nil
+}
+
+// grantTicket grants the call holding a due ticket its lease: the ticket's
+// charges were taken when it was booked. It requires st.mu.
+func (s *MemoryStore) grantTicket(st *memScope, req Request, now time.Time, ttl time.Duration) Reservation {
+	tk, _ := st.unbook(req.Call)
+	st.serve(tk.Class, tk.Key, tk.Rank, tk.Start, tk.Charges)
+	req.Class, req.Fairness.Key = tk.Class, tk.Key
+	return Reservation{Granted: true, Lease: st.grantLease(req, tk.Charges, false, tk.Weight, now, ttl), Now: now}
 }
 
 // claimTicket decides a call that holds ticket tk: it claims it at its time
@@ -258,7 +288,7 @@ func (s *MemoryStore) claimTicket(st *memScope, req Request, tk Ticket, now time
 		st.tickets[req.Call] = tk
 		return deny
 	}
-	floor := st.limits.floor(st.limits.effectiveClass(tk.Class, req.Since, now))
+	floor := req.rule(now).Floor
 	if w := st.ticketShortfall(tk, floor); w > 0 {
 		// A higher class borrowed this ticket's capacity: it moves later.
 		tk.At, tk.Expires = now.Add(w), now.Add(w+s.grace)
@@ -272,8 +302,7 @@ func (s *MemoryStore) claimTicket(st *memScope, req Request, tk Ticket, now time
 		deny.Reason, deny.Binding, deny.RetryAt = DenyCapacity, InFlight, st.nextSlotAt(now)
 		return deny
 	}
-	st.unbook(req.Call)
-	return Reservation{Granted: true, Lease: st.grantLease(req, tk.Charges, false, now, ttl), Now: now}
+	return s.grantTicket(st, req, now, ttl)
 }
 
 // Settle implements Store.
@@ -302,6 +331,7 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	}
 	st.charge(delta)
 	st.dispatched(delta)
+	st.settleFlow(lease, lease.Charges.Add(delta), now)
 	if delta.bucketsChange() {
 		st.retime(now)
 	}
@@ -327,6 +357,8 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 	if lease.ID == "" {
 		if tk, ok := st.unbook(lease.Call); ok {
 			st.refund(tk.Charges)
+			st.unplace(tk)
+			st.refundKey(tk)
 			st.retime(now)
 			st.wake()
 		}
@@ -335,6 +367,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 	if le, ok := st.leases[lease.Call]; ok && le.ID == lease.ID {
 		st.dropLease(lease.Call)
 		st.refund(le.Charges)
+		st.settleFlow(le, Charges{}, now)
 		st.retime(now)
 		st.end(lease.ID, now)
 		st.wake()
@@ -549,6 +582,14 @@ func (r Request) Validate() error {
 	}
 	if r.TTL < 0 {
 		return fmt.Errorf("%w: TTL is %v", ErrInvalidRequest, r.TTL)
+	}
+	if r.Rule != nil {
+		if err := r.Rule.Validate(); err != nil {
+			return err
+		}
+	}
+	if err := r.Fairness.Validate(); err != nil {
+		return err
 	}
 	return r.Limits.Validate()
 }

@@ -20,7 +20,7 @@ func (m *memScope) retime(now time.Time) {
 	}
 	var ahead [numBuckets]float64 // the charges of the tickets due so far
 	for _, tk := range m.ticketsInOrder() {
-		fl := m.limits.floor(tk.Class)
+		fl := tk.Floor
 		var w time.Duration
 		for d := range numBuckets {
 			b := m.budgets[d]
@@ -76,14 +76,16 @@ const OverdueTicket = 100 * time.Millisecond
 // it found one. It requires the scope's lock.
 func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	mine := m.tickets[call]
-	for _, tk := range m.ticketsInOrder() {
+	for _, tk := range m.ticketsByTime() {
 		if tk.At.Add(OverdueTicket).After(now) {
 			return false // the rest are not overdue either
 		}
-		if tk.Call == call || rank(tk.Class) > rank(mine.Class) {
+		if tk.Call == call || tk.Rank > mine.Rank {
 			continue
 		}
 		mine.At, tk.At = tk.At, mine.At
+		mine.Start, tk.Start = tk.Start, mine.Start
+		mine.Finish, tk.Finish = tk.Finish, mine.Finish
 		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
 			tk.Expires = exp
 		}
@@ -94,14 +96,36 @@ func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	return false
 }
 
-// ticketsInOrder returns the booked tickets in the order they are due: by
-// time to the microsecond (the Redis store's resolution, so both stores
-// agree on ties), then by call.
+// ticketsInOrder returns the booked tickets in the order they are due:
+// higher ranks first, then by virtual finish (weighted fair queuing), then
+// by call.
 func (m *memScope) ticketsInOrder() []Ticket {
+	order := m.ticketList()
+	sort.Slice(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		switch {
+		case a.Rank != b.Rank:
+			return a.Rank > b.Rank
+		case a.Finish != b.Finish:
+			return a.Finish < b.Finish
+		}
+		return a.Call < b.Call
+	})
+	return order
+}
+
+func (m *memScope) ticketList() []Ticket {
 	order := make([]Ticket, 0, len(m.tickets))
 	for _, tk := range m.tickets {
 		order = append(order, tk)
 	}
+	return order
+}
+
+// ticketsByTime returns the booked tickets by time to the microsecond (the
+// Redis store's resolution, so both stores agree on ties), then by call.
+func (m *memScope) ticketsByTime() []Ticket {
+	order := m.ticketList()
 	at := func(tk Ticket) int64 { return micros(time.Duration(tk.At.UnixNano())) }
 	sort.Slice(order, func(i, j int) bool {
 		if a, b := at(order[i]), at(order[j]); a != b {

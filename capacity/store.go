@@ -171,6 +171,15 @@ type Request struct {
 	// Since is when the call started waiting (its first attempt), for
 	// Limits.AgingAfter; zero: the call does not age.
 	Since time.Time
+	// Rule, if set, is how the store treats the call's class (a class the
+	// caller defined, aged by the caller); Class then only names it. If nil,
+	// Class's built-in rule: its rank, the floors of Limits.StandardFloor
+	// and BulkFloor, lifted by Limits.AgingAfter.
+	Rule *ClassRule
+	// Fairness places the call among the waiting calls of its class: its
+	// fairness key, the key's weight and caps. The zero value is the
+	// class's shared key.
+	Fairness Fairness
 	// TTL is the lease lifetime before it must be renewed. If zero,
 	// DefaultLeaseTTL.
 	TTL time.Duration
@@ -227,6 +236,11 @@ type Lease struct {
 	Scope   Scope
 	Charges Charges
 	Class   Class
+	// Key and Weight are the call's fairness key and the weight its flow
+	// was served at (Request.Fairness, times its class's weight): Settle
+	// charges the key what the call actually cost.
+	Key    string
+	Weight float64
 	// GrantedAt and Expires are in the store's clock.
 	GrantedAt time.Time
 	Expires   time.Time
@@ -249,6 +263,12 @@ const (
 	DenyDailyQuota
 	// DenyTicket: the call holds a ticket for RetryAt and came early.
 	DenyTicket
+	// DenyKeyCap: the call's fairness key has used its share of the scope
+	// (Fairness.Share) until RetryAt; nothing was booked.
+	DenyKeyCap
+	// DenyKeyQuota: the call's fairness key has spent its tokens for the
+	// day (Fairness.TokensPerDay) until RetryAt, the window's end.
+	DenyKeyQuota
 )
 
 func (r DenyReason) String() string {
@@ -263,6 +283,10 @@ func (r DenyReason) String() string {
 		return "daily_quota"
 	case DenyTicket:
 		return "ticket"
+	case DenyKeyCap:
+		return "key_cap"
+	case DenyKeyQuota:
+		return "key_quota"
 	}
 	return "none"
 }
@@ -351,6 +375,39 @@ type Snapshot struct {
 	Leases     []Lease
 	Tickets    []Ticket
 	Blocks     []Block
+	// Flows are the scope's fair-queuing flows (class, fairness key) that
+	// were served or booked and are not forgotten, by class then key.
+	Flows []Flow
+	// Keys are the fairness keys with caps and their counters, by key.
+	Keys []KeyUsage
+}
+
+// Flow is one (class, fairness key) flow of a scope's fair queuing.
+type Flow struct {
+	Class Class
+	Key   string
+	// Rank is the rank the flow was last served at.
+	Rank int
+	// Finish is the virtual time the flow's last booked or granted call
+	// finishes at (tokens per unit of weight); Virtual is its rank's
+	// current virtual time. A flow ahead of Virtual has been served more
+	// than its share lately.
+	Finish, Virtual float64
+	// Granted is the tokens (fairCost) granted to the flow, settled to
+	// what the calls cost, since the store first saw it.
+	Granted float64
+}
+
+// KeyUsage is the counters of a fairness key's caps.
+type KeyUsage struct {
+	Key string
+	// DayUsed is the tokens charged in the current day window; DayEnd is
+	// when it resets.
+	DayUsed float64
+	DayEnd  time.Time
+	// ShareLevel is what the key's per-minute buckets (Fairness.Share)
+	// hold now, per bucket dimension.
+	ShareLevel [NumDimensions]float64
 }
 
 // Ticket is capacity booked for a denied call.
@@ -360,6 +417,15 @@ type Ticket struct {
 	At      time.Time
 	Class   Class
 	Expires time.Time
+	// Key is the call's fairness key; Rank, Floor and Weight its class rule
+	// and flow weight when it was booked.
+	Key    string
+	Rank   int
+	Floor  float64
+	Weight float64
+	// Start and Finish are the ticket's virtual times in its flow: tickets
+	// of one rank are due in the order of Finish (weighted fair queuing).
+	Start, Finish float64
 
 	// told is the time its call was last given (memory store only): the
 	// store announces a ticket brought well before it (retime).

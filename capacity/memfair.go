@@ -1,0 +1,232 @@
+package capacity
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// fairState is a scope's weighted fair queuing and key caps (memScope).
+//
+// Each (class, fairness key) flow has a virtual time, finish: the virtual
+// finish of its last booked or granted call. A call of the flow starts at
+// the later of finish and its rank's virtual time (virtual, the start of
+// the call served last) and finishes cost / weight later; booked tickets
+// of a rank are due in the order of their finish (retime). A flow that
+// waited for nothing starts at virtual: it keeps no credit, and is served
+// at the next capacity.
+type fairState struct {
+	virtual    [MaxRank + 1]float64 // start of the call of each rank served last
+	lastFinish [MaxRank + 1]float64 // the latest finish booked in each rank while tickets wait
+	flows      map[string]flowState // by flowID
+	keys       map[string]keyState  // fairness keys with caps, by key
+}
+
+// flowState is one flow's fair-queuing state.
+type flowState struct {
+	class   Class
+	key     string
+	rank    int
+	finish  float64
+	granted float64
+}
+
+// keyState is the counters of a fairness key's caps.
+type keyState struct {
+	frac    float64             // Fairness.Share when last charged
+	share   [numBuckets]float64 // the key's own buckets (Fairness.Share)
+	last    time.Time           // when share was last refilled
+	dayUsed float64             // tokens charged in the day window ending dayEnd
+	dayEnd  time.Time
+}
+
+// maxIdleFlows is how many flows a scope keeps before it forgets the
+// flows not ahead of their rank's virtual time (they would start there
+// anyway).
+const maxIdleFlows = 1024
+
+// place gives a call of req's flow its virtual start and finish, and
+// moves the flow's finish there.
+func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish, weight float64) {
+	if m.flows == nil {
+		m.flows = make(map[string]flowState)
+	}
+	id := flowID(req.Class, req.Fairness.Key)
+	f := m.flows[id]
+	f.class, f.key, f.rank = req.Class, req.Fairness.Key, rule.Rank
+	weight = rule.weight() * req.Fairness.weight()
+	start = math.Max(f.finish, m.virtual[rule.Rank])
+	finish = start + fairCost(c)/weight
+	f.finish = finish
+	m.flows[id] = f
+	m.forgetIdleFlows()
+	return start, finish, weight
+}
+
+// serve records that a call of flow (class, key) starting at start was
+// granted c: its rank's virtual time moves to start, the flow's granted
+// tokens grow.
+func (m *memScope) serve(class Class, key string, rank int, start float64, c Charges) {
+	m.virtual[rank] = math.Max(m.virtual[rank], start)
+	id := flowID(class, key)
+	if f, ok := m.flows[id]; ok {
+		f.granted += fairCost(c)
+		m.flows[id] = f
+	}
+}
+
+// unplace gives a booked ticket that was never served its place back: if
+// it is its flow's last, the flow finishes where the ticket started.
+func (m *memScope) unplace(tk Ticket) {
+	id := flowID(tk.Class, tk.Key)
+	if f, ok := m.flows[id]; ok && f.finish == tk.Finish {
+		f.finish = tk.Start
+		m.flows[id] = f
+	}
+}
+
+// settleFlow charges lease's flow and key the difference between what the
+// call cost (final) and what it was granted at.
+func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
+	delta := fairCost(final.NonNegative()) - fairCost(le.Charges)
+	id := flowID(le.Class, le.Key)
+	if f, ok := m.flows[id]; ok && le.Weight > 0 {
+		f.finish += delta / le.Weight
+		f.granted = math.Max(0, f.granted+delta)
+		m.flows[id] = f
+	}
+	if k, ok := m.keys[le.Key]; ok {
+		m.keys[le.Key] = m.chargeKeyState(k, final.NonNegative().Sub(le.Charges))
+	}
+}
+
+// forgetIdleFlows drops, once a scope holds maxIdleFlows flows, those not
+// ahead of their rank's virtual time.
+func (m *memScope) forgetIdleFlows() {
+	if len(m.flows) < maxIdleFlows {
+		return
+	}
+	for id, f := range m.flows {
+		if f.finish <= m.virtual[f.rank] {
+			delete(m.flows, id)
+		}
+	}
+}
+
+// keyTokens is what a charge costs a key's daily token cap.
+func keyTokens(c Charges) float64 {
+	return math.Max(float64(c[Tokens]), float64(c[InputTokens]+c[OutputTokens]))
+}
+
+// refreshKey refills key's share buckets to now and rolls its day window.
+func (m *memScope) refreshKey(f Fairness, now time.Time) keyState {
+	k, ok := m.keys[f.Key]
+	if !ok {
+		for d := range numBuckets {
+			k.share[d] = f.Share * m.budgets[d].Capacity
+		}
+		k.last = now
+	}
+	if dt := now.Sub(k.last).Seconds(); dt > 0 {
+		for d := range numBuckets {
+			if top := f.Share * m.budgets[d].Capacity; k.share[d] < top {
+				k.share[d] = math.Min(top, k.share[d]+f.Share*m.rate(d)*dt)
+			}
+		}
+		k.last = now
+	}
+	if !now.Before(k.dayEnd) {
+		k.dayUsed, k.dayEnd = 0, m.dayEnd
+	}
+	return k
+}
+
+// keyCapDenial returns the denial of a request its key's caps stop: the
+// day's tokens (Fairness.TokensPerDay), then the key's share of every
+// per-minute bucket (Fairness.Share), where it waits without booking.
+func (m *memScope) keyCapDenial(req Request, now time.Time) (Reservation, bool) {
+	f := req.Fairness
+	if f.Share <= 0 && f.TokensPerDay <= 0 {
+		return Reservation{}, false
+	}
+	k := m.refreshKey(f, now)
+	if f.TokensPerDay > 0 && k.dayUsed+keyTokens(req.Charges) > float64(f.TokensPerDay)+epsilon {
+		return Reservation{Now: now, Reason: DenyKeyQuota, Binding: TokensPerDay, RetryAt: k.dayEnd}, true
+	}
+	if f.Share > 0 {
+		var wait time.Duration
+		binding := Dimension(-1)
+		for d := range numBuckets {
+			b := m.budgets[d]
+			c := float64(req.Charges[d])
+			if !b.Limited || c == 0 {
+				continue
+			}
+			need := math.Min(c, f.Share*b.Capacity) - k.share[d]
+			if need <= epsilon {
+				continue
+			}
+			if w := waitFor(need, f.Share*m.rate(d)); micros(w) > micros(wait) || binding < 0 {
+				wait, binding = w, Dimension(d)
+			}
+		}
+		if binding >= 0 {
+			return Reservation{Now: now, Reason: DenyKeyCap, Binding: binding, RetryAt: now.Add(wait)}, true
+		}
+	}
+	return Reservation{}, false
+}
+
+// chargeKey takes c from req's key caps (a grant or a booking).
+func (m *memScope) chargeKey(f Fairness, c Charges, now time.Time) {
+	if f.Share <= 0 && f.TokensPerDay <= 0 {
+		return
+	}
+	if m.keys == nil {
+		m.keys = make(map[string]keyState)
+	}
+	k := m.refreshKey(f, now)
+	k.frac = f.Share
+	m.keys[f.Key] = m.chargeKeyState(k, c)
+}
+
+// chargeKeyState takes c from k (a refund if negative: up to the share's
+// capacity).
+func (m *memScope) chargeKeyState(k keyState, c Charges) keyState {
+	for d := range numBuckets {
+		top := math.Max(k.frac*m.budgets[d].Capacity, k.share[d])
+		k.share[d] = math.Min(top, k.share[d]-float64(c[d]))
+	}
+	k.dayUsed = math.Max(0, k.dayUsed+keyTokens(c))
+	return k
+}
+
+// refundKey gives a booked ticket that was never served back to its key's
+// caps.
+func (m *memScope) refundKey(tk Ticket) {
+	if k, ok := m.keys[tk.Key]; ok {
+		m.keys[tk.Key] = m.chargeKeyState(k, Charges{}.Sub(tk.Charges))
+	}
+}
+
+// fairSnapshot fills the flows and keys of s.
+func (m *memScope) fairSnapshot(s *Snapshot) {
+	for _, f := range m.flows {
+		s.Flows = append(s.Flows, Flow{Class: f.class, Key: f.key, Rank: f.rank,
+			Finish: f.finish, Virtual: m.virtual[f.rank], Granted: f.granted})
+	}
+	sort.Slice(s.Flows, func(i, j int) bool {
+		if a, b := s.Flows[i], s.Flows[j]; a.Class != b.Class {
+			return a.Class < b.Class
+		}
+		return s.Flows[i].Key < s.Flows[j].Key
+	})
+	for key, k := range m.keys {
+		u := KeyUsage{Key: key, DayUsed: k.dayUsed, DayEnd: k.dayEnd}
+		for d := range numBuckets {
+			u.ShareLevel[d] = k.share[d]
+		}
+		s.Keys = append(s.Keys, u)
+	}
+	sort.Slice(s.Keys, func(i, j int) bool { return s.Keys[i].Key < s.Keys[j].Key })
+}
