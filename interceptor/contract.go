@@ -29,6 +29,12 @@ type Call struct {
 	// place; leave it zero (Standard) or equal to the workflow's: a
 	// disagreeing class fails the call with tollgate.Misconfigured.
 	Class capacity.Class
+	// FairnessKey is the call's fairness key: a tenant, a customer, a
+	// workflow type (capacity.ValidateFairnessKey). While calls of several
+	// keys of one class wait on a scope, they are granted by the keys'
+	// weights (Options.Fairness) in the tokens they are charged. Empty: the
+	// class's shared key.
+	FairnessKey string
 	// UsageKey names the kind of call whose usage the gate learns
 	// (Options.Learning): calls of one kind on one scope share one learned
 	// output distribution. If empty, the activity type. A name such as

@@ -86,6 +86,9 @@ func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, 
 	if err := scope.Validate(); err != nil {
 		return nil, misconfigured(err.Error())
 	}
+	if err := capacity.ValidateFairnessKey(call.FairnessKey); err != nil {
+		return nil, misconfigured(err.Error())
+	}
 	limits, ok := o.Limits(scope)
 	if !ok {
 		return nil, misconfigured("no limits configured for scope " + scope.Key())
@@ -149,6 +152,8 @@ func (g *gatedCall) request() capacity.Request {
 		Charges: g.charges, Class: g.call.Class, TTL: g.opts.LeaseTTL, Book: true,
 		Since: g.info.ScheduledTime, // waiting since the first attempt was scheduled: Limits.AgingAfter
 	}
+	r.Fairness = g.opts.Fairness[g.call.FairnessKey]
+	r.Fairness.Key = g.call.FairnessKey
 	if r.Attempt < 1 {
 		r.Attempt = 1
 	}

@@ -57,6 +57,11 @@ type Options struct {
 	// Classifier classifies provider failures. The zero value uses its
 	// documented defaults.
 	Classifier tgerrors.Classifier
+	// Fairness is the policy of each fairness key (Call.FairnessKey): its
+	// weight against the other keys of its class while they wait, and its
+	// caps (capacity.Fairness). A key not in it has weight 1 and no caps.
+	// The map's keys are the fairness keys; a value's Key is ignored.
+	Fairness map[string]capacity.Fairness
 
 	// MaxLocalWait is the longest an activity waits for capacity in-process
 	// (heartbeating) before it returns a delayed retry that frees the
@@ -161,6 +166,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LeaseTTL != 0 && o.LeaseTTL < 3*time.Second {
 		return o, fmt.Errorf("%w: LeaseTTL is %v; want >= 3s (it is renewed every third)", ErrInvalidOptions, o.LeaseTTL)
+	}
+	for key, f := range o.Fairness {
+		f.Key = key
+		if err := f.Validate(); err != nil {
+			return o, fmt.Errorf("%w: Fairness: %v", ErrInvalidOptions, err)
+		}
 	}
 	var err error
 	if o.Learning, err = o.Learning.withDefaults(); err != nil {
