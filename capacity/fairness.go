@@ -131,16 +131,21 @@ func (r ClassRule) weight() float64 {
 	return r.Weight
 }
 
-// rule is the class rule a request is admitted under: Request.Rule if set,
-// else its Class's default rule (the built-in ranks, the floors of
-// Limits.StandardFloor and BulkFloor, lifted by Limits.AgingAfter).
-func (r Request) rule(now time.Time) ClassRule {
+// EffectiveRule is the class rule a request is admitted under at now:
+// Request.Rule if set, else its Class's built-in rule (the built-in ranks,
+// the floors of Limits.StandardFloor and BulkFloor, lifted by
+// Limits.AgingAfter since Request.Since).
+func (r Request) EffectiveRule(now time.Time) ClassRule {
 	if r.Rule != nil {
 		return *r.Rule
 	}
 	c := r.Limits.effectiveClass(r.Class, r.Since, now)
 	return ClassRule{Rank: rank(c), Floor: r.Limits.floor(c), Weight: 1}
 }
+
+// FlowWeight is the weight of a request's flow: its class's weight times
+// its key's.
+func (r Request) FlowWeight(rule ClassRule) float64 { return rule.weight() * r.Fairness.weight() }
 
 // fairCost is what a charge costs in fair queuing: its tokens (combined,
 // or input and output where only those are metered), or its requests on a

@@ -54,7 +54,7 @@ func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish,
 	id := flowID(req.Class, req.Fairness.Key)
 	f := m.flows[id]
 	f.class, f.key, f.rank = req.Class, req.Fairness.Key, rule.Rank
-	weight = rule.weight() * req.Fairness.weight()
+	weight = req.FlowWeight(rule)
 	start = math.Max(f.finish, m.virtual[rule.Rank])
 	finish = start + fairCost(c)/weight
 	f.finish = finish
@@ -111,6 +111,22 @@ func (m *memScope) forgetIdleFlows() {
 			delete(m.flows, id)
 		}
 	}
+}
+
+// forgetIdle starts fair queuing afresh when the scope is idle: nothing
+// booked or in flight and every bucket full. No flow is then ahead of
+// another (the Redis store's state may expire then). Key caps are kept.
+func (m *memScope) forgetIdle() {
+	if len(m.flows) == 0 || len(m.tickets) > 0 || len(m.leases) > 0 {
+		return
+	}
+	for d := range numBuckets {
+		if m.budgets[d].Limited && m.level[d] < m.budgets[d].Capacity {
+			return
+		}
+	}
+	m.flows = nil
+	m.virtual, m.lastFinish = [MaxRank + 1]float64{}, [MaxRank + 1]float64{}
 }
 
 // keyTokens is what a charge costs a key's daily token cap.

@@ -213,6 +213,7 @@ func (m *memScope) advance(now time.Time) {
 	if !m.nextExp.IsZero() && !now.Before(m.nextExp) {
 		m.reclaim(now)
 	}
+	m.forgetIdle()
 }
 
 // reclaim drops expired leases (their slots come back, their tokens stay

@@ -216,7 +216,7 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 
 	// The class's rule: its rank, and its floor, the part of every budget
 	// it may not consume. The key's caps bind first.
-	rule := req.rule(now)
+	rule := req.EffectiveRule(now)
 	if deny, ok := st.keyCapDenial(req, now); ok {
 		return deny, nil
 	}
@@ -288,7 +288,7 @@ func (s *MemoryStore) claimTicket(st *memScope, req Request, tk Ticket, now time
 		st.tickets[req.Call] = tk
 		return deny
 	}
-	floor := req.rule(now).Floor
+	floor := req.EffectiveRule(now).Floor
 	if w := st.ticketShortfall(tk, floor); w > 0 {
 		// A higher class borrowed this ticket's capacity: it moves later.
 		tk.At, tk.Expires = now.Add(w), now.Add(w+s.grace)
