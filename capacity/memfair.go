@@ -40,10 +40,10 @@ type keyState struct {
 	dayEnd  time.Time
 }
 
-// maxIdleFlows is how many flows a scope keeps before it forgets the
+// MaxIdleFlows is how many flows a scope keeps before it forgets the
 // flows not ahead of their rank's virtual time (they would start there
 // anyway).
-const maxIdleFlows = 1024
+const MaxIdleFlows = 1024
 
 // place gives a call of req's flow its virtual start and finish, and
 // moves the flow's finish there.
@@ -85,6 +85,22 @@ func (m *memScope) unplace(tk Ticket) {
 	}
 }
 
+// unplaceAll gives tickets that lapsed together their places back, the
+// latest of a flow first (so the flow returns to where the earliest
+// started), and their charges to their keys' caps.
+func (m *memScope) unplaceAll(tks []Ticket) {
+	sort.Slice(tks, func(i, j int) bool {
+		if tks[i].Finish != tks[j].Finish {
+			return tks[i].Finish > tks[j].Finish
+		}
+		return tks[i].Call < tks[j].Call
+	})
+	for _, tk := range tks {
+		m.unplace(tk)
+		m.refundKey(tk)
+	}
+}
+
 // settleFlow charges lease's flow and key the difference between what the
 // call cost (final) and what it was granted at.
 func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
@@ -100,10 +116,10 @@ func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
 	}
 }
 
-// forgetIdleFlows drops, once a scope holds maxIdleFlows flows, those not
+// forgetIdleFlows drops, once a scope holds MaxIdleFlows flows, those not
 // ahead of their rank's virtual time.
 func (m *memScope) forgetIdleFlows() {
-	if len(m.flows) < maxIdleFlows {
+	if len(m.flows) < MaxIdleFlows {
 		return
 	}
 	for id, f := range m.flows {
@@ -225,8 +241,8 @@ func (m *memScope) refundKey(tk Ticket) {
 	}
 }
 
-// fairSnapshot fills the flows and keys of s.
-func (m *memScope) fairSnapshot(s *Snapshot) {
+// fairSnapshot fills the flows and keys of s, the keys' counters as of now.
+func (m *memScope) fairSnapshot(s *Snapshot, now time.Time) {
 	for _, f := range m.flows {
 		s.Flows = append(s.Flows, Flow{Class: f.class, Key: f.key, Rank: f.rank,
 			Finish: f.finish, Virtual: m.virtual[f.rank], Granted: f.granted})
@@ -238,6 +254,7 @@ func (m *memScope) fairSnapshot(s *Snapshot) {
 		return s.Flows[i].Key < s.Flows[j].Key
 	})
 	for key, k := range m.keys {
+		k = m.refreshKey(Fairness{Key: key, Share: k.frac}, now)
 		u := KeyUsage{Key: key, DayUsed: k.dayUsed, DayEnd: k.dayEnd}
 		for d := range numBuckets {
 			u.ShareLevel[d] = k.share[d]

@@ -221,6 +221,7 @@ func (m *memScope) advance(now time.Time) {
 func (m *memScope) reclaim(now time.Time) {
 	var next time.Time
 	freed := false
+	var lapsed []Ticket
 	for call, le := range m.leases {
 		if !now.Before(le.Expires) {
 			m.dropLease(call)
@@ -238,8 +239,7 @@ func (m *memScope) reclaim(now time.Time) {
 			// level + booked, so no claim counted on it).
 			m.unbook(call)
 			m.refund(tk.Charges)
-			m.unplace(tk)
-			m.refundKey(tk)
+			lapsed = append(lapsed, tk)
 			continue
 		}
 		if next.IsZero() || tk.Expires.Before(next) {
@@ -247,6 +247,7 @@ func (m *memScope) reclaim(now time.Time) {
 		}
 	}
 	m.nextExp = next
+	m.unplaceAll(lapsed)
 	if freed {
 		m.wake()
 	}
@@ -621,6 +622,6 @@ func (m *memScope) snapshot(s Snapshot, now time.Time) Snapshot {
 	if b, ok := m.activeBlock(now); ok {
 		s.Blocks = append(s.Blocks, b)
 	}
-	m.fairSnapshot(&s)
+	m.fairSnapshot(&s, now)
 	return s
 }
