@@ -3,7 +3,6 @@ package capacity
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -147,15 +146,22 @@ func (r Request) EffectiveRule(now time.Time) ClassRule {
 // its key's.
 func (r Request) FlowWeight(rule ClassRule) float64 { return rule.weight() * r.Fairness.weight() }
 
-// fairCost is what a charge costs in fair queuing: its tokens (combined,
-// or input and output where only those are metered), or its requests on a
-// scope metered in requests only.
+// fairCost is what a charge costs in fair queuing: its tokens, or its
+// requests on a charge of no tokens.
 func fairCost(c Charges) float64 {
-	tok := math.Max(float64(c[Tokens]), float64(c[InputTokens]+c[OutputTokens]))
-	if tok > 0 {
+	if tok := chargedTokens(c); tok != 0 {
 		return tok
 	}
 	return float64(c[Requests])
+}
+
+// chargedTokens is a charge's tokens: its combined tokens (what OpenAI's
+// TPM counts), or input plus output where no combined charge is made.
+func chargedTokens(c Charges) float64 {
+	if c[Tokens] != 0 {
+		return float64(c[Tokens])
+	}
+	return float64(c[InputTokens] + c[OutputTokens])
 }
 
 // flowID names a (class, key) flow in a scope's fair-queuing state.

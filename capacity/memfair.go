@@ -146,9 +146,7 @@ func (m *memScope) forgetIdle() {
 }
 
 // keyTokens is what a charge costs a key's daily token cap.
-func keyTokens(c Charges) float64 {
-	return math.Max(float64(c[Tokens]), float64(c[InputTokens]+c[OutputTokens]))
-}
+func keyTokens(c Charges) float64 { return chargedTokens(c) }
 
 // refreshKey refills key's share buckets to now and rolls its day window.
 func (m *memScope) refreshKey(f Fairness, now time.Time) keyState {

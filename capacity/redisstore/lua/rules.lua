@@ -120,16 +120,21 @@ local FLOWS, FLOWS_DIRTY = {}, {}
 -- KEY_CAPS caches the key caps read or written (key -> counters, or false).
 local KEY_CAPS = {}
 
--- fairCost is what a charge costs in fair queuing: its tokens, or its
--- requests on a scope metered in requests only (capacity.fairCost).
-function fair.fairCost(c)
-  local tok = max(c[TOKENS], c[INPUT_TOKENS] + c[OUTPUT_TOKENS])
-  if tok > 0 then return tok end
-  return c[REQUESTS]
+-- keyTokens is a charge's tokens, what it costs a key's daily token cap:
+-- its combined tokens, or input plus output where no combined charge is
+-- made (capacity.chargedTokens).
+function fair.keyTokens(c)
+  if c[TOKENS] ~= 0 then return c[TOKENS] end
+  return c[INPUT_TOKENS] + c[OUTPUT_TOKENS]
 end
 
--- keyTokens is what a charge costs a key's daily token cap.
-function fair.keyTokens(c) return max(c[TOKENS], c[INPUT_TOKENS] + c[OUTPUT_TOKENS]) end
+-- fairCost is what a charge costs in fair queuing: its tokens, or its
+-- requests on a charge of no tokens (capacity.fairCost).
+function fair.fairCost(c)
+  local tok = fair.keyTokens(c)
+  if tok ~= 0 then return tok end
+  return c[REQUESTS]
+end
 
 function fair.flowID(class, key) return class .. '/' .. key end
 
