@@ -112,7 +112,8 @@ func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
 		m.flows[id] = f
 	}
 	if k, ok := m.keys[le.Key]; ok {
-		m.keys[le.Key] = m.chargeKeyState(k, final.NonNegative().Sub(le.Charges))
+		day := keyTokens(final.NonNegative()) - keyTokens(le.Charges)
+		m.keys[le.Key] = m.chargeKeyState(k, final.NonNegative().Sub(le.Charges), day)
 	}
 }
 
@@ -217,17 +218,21 @@ func (m *memScope) chargeKey(f Fairness, c Charges, now time.Time) {
 	}
 	k := m.refreshKey(f, now)
 	k.frac = f.Share
-	m.keys[f.Key] = m.chargeKeyState(k, c)
+	m.keys[f.Key] = m.chargeKeyState(k, c, keyTokens(c))
 }
 
-// chargeKeyState takes c from k (a refund if negative: up to the share's
-// capacity).
-func (m *memScope) chargeKeyState(k keyState, c Charges) keyState {
+// chargeKeyState takes c from k's share buckets, if it has a share (a
+// refund if negative: up to the share's capacity), and day tokens from its
+// day counter. A correction's day is keyTokens(final) − keyTokens(reserved),
+// never keyTokens of the difference: keyTokens is not additive.
+func (m *memScope) chargeKeyState(k keyState, c Charges, day float64) keyState {
 	for d := range numBuckets {
-		top := math.Max(k.frac*m.budgets[d].Capacity, k.share[d])
-		k.share[d] = math.Min(top, k.share[d]-float64(c[d]))
+		if k.frac > 0 {
+			top := math.Max(k.frac*m.budgets[d].Capacity, k.share[d])
+			k.share[d] = math.Min(top, k.share[d]-float64(c[d]))
+		}
 	}
-	k.dayUsed = math.Max(0, k.dayUsed+keyTokens(c))
+	k.dayUsed = math.Max(0, k.dayUsed+day)
 	return k
 }
 
@@ -235,11 +240,12 @@ func (m *memScope) chargeKeyState(k keyState, c Charges) keyState {
 // caps.
 func (m *memScope) refundKey(tk Ticket) {
 	if k, ok := m.keys[tk.Key]; ok {
-		m.keys[tk.Key] = m.chargeKeyState(k, Charges{}.Sub(tk.Charges))
+		m.keys[tk.Key] = m.chargeKeyState(k, Charges{}.Sub(tk.Charges), -keyTokens(tk.Charges))
 	}
 }
 
-// fairSnapshot fills the flows and keys of s, the keys' counters as of now.
+// fairSnapshot fills the flows and keys of s, the keys' counters as of now
+// (their share buckets refilled, their day window rolled). m is a copy.
 func (m *memScope) fairSnapshot(s *Snapshot, now time.Time) {
 	for _, f := range m.flows {
 		s.Flows = append(s.Flows, Flow{Class: f.class, Key: f.key, Rank: f.rank,
@@ -251,8 +257,8 @@ func (m *memScope) fairSnapshot(s *Snapshot, now time.Time) {
 		}
 		return s.Flows[i].Key < s.Flows[j].Key
 	})
-	for key, k := range m.keys {
-		k = m.refreshKey(Fairness{Key: key, Share: k.frac}, now)
+	for key := range m.keys {
+		k := m.refreshKey(Fairness{Key: key, Share: m.keys[key].frac}, now)
 		u := KeyUsage{Key: key, DayUsed: k.dayUsed, DayEnd: k.dayEnd}
 		for d := range numBuckets {
 			u.ShareLevel[d] = k.share[d]

@@ -424,6 +424,19 @@ func (m *memScope) borrowable(d int, r int) float64 {
 	return sum
 }
 
+// bookedBelow reports whether tickets of ranks below r hold capacity: a
+// ticket of rank r booked now is due before them.
+func (m *memScope) bookedBelow(r int) bool {
+	for lower := range r {
+		for d := range numBuckets {
+			if m.bookedBy[lower][d] > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ticketShortfall is how long a due ticket must still wait because a
 // higher class borrowed its capacity: the provider's bucket, level + booked,
 // must hold its charges above its class's floor.

@@ -247,7 +247,9 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		// the bound is not booked: the call asks again then.
 		at := deny.RetryAt
 		start, finish, weight := st.place(req, rule, req.Charges)
-		behind := finish < st.lastFinish[rule.Rank] // a ticket of its rank booked after it is due later
+		// A ticket of its rank booked before it but finishing later, or
+		// any ticket of a lower rank, is due after it.
+		behind := finish < st.lastFinish[rule.Rank] || st.bookedBelow(rule.Rank)
 		st.book(Ticket{Call: req.Call, Charges: req.Charges, At: at, Class: req.Class, Expires: at.Add(s.grace),
 			Key: req.Fairness.Key, Rank: rule.Rank, Floor: rule.Floor, Weight: weight, Start: start, Finish: finish})
 		st.chargeKey(req.Fairness, req.Charges, now)
