@@ -92,7 +92,7 @@ func TestDefaultClassesAreTheBuiltInRule(t *testing.T) {
 				if waited < 0 {
 					since = time.Time{}
 				}
-				want := Request{Class: c, Limits: l, Since: since}.rule(t0)
+				want := Request{Class: c, Limits: l, Since: since}.EffectiveRule(t0)
 				got, lifted := s.Rule(c, since, t0)
 				assert.Equal(t, want, got, "%s after %v with %+v", c, waited, l)
 				assert.Equal(t, l.effectiveClass(c, since, t0), lifted, "%s after %v", c, waited)

@@ -38,6 +38,9 @@ type keyState struct {
 	last    time.Time           // when share was last refilled
 	dayUsed float64             // tokens charged in the day window ending dayEnd
 	dayEnd  time.Time
+	// dayStart is when the day window was rolled: a lease granted before
+	// it was charged to an earlier window, whose corrections are dropped.
+	dayStart time.Time
 }
 
 // MaxIdleFlows is how many flows a scope keeps before it forgets the
@@ -113,6 +116,9 @@ func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
 	}
 	if k, ok := m.keys[le.Key]; ok {
 		day := keyTokens(final.NonNegative()) - keyTokens(le.Charges)
+		if le.GrantedAt.Before(k.dayStart) {
+			day = 0 // charged to an earlier day window: today's is not corrected
+		}
 		m.keys[le.Key] = m.chargeKeyState(k, final.NonNegative().Sub(le.Charges), day)
 	}
 }
@@ -167,9 +173,19 @@ func (m *memScope) refreshKey(f Fairness, now time.Time) keyState {
 		k.last = now
 	}
 	if !now.Before(k.dayEnd) {
-		k.dayUsed, k.dayEnd = 0, m.dayEnd
+		k.dayUsed, k.dayEnd, k.dayStart = 0, m.dayEnd, now
 	}
 	return k
+}
+
+// keyTooLarge returns the error of a call larger than its key's daily
+// cap: no day would admit it.
+func keyTooLarge(req Request) error {
+	f := req.Fairness
+	if tok := keyTokens(req.Charges); f.TokensPerDay > 0 && tok > float64(f.TokensPerDay) {
+		return &DemandTooLargeError{Dimension: TokensPerDay, Charge: int64(tok), Capacity: float64(f.TokensPerDay), Key: true}
+	}
+	return nil
 }
 
 // keyCapDenial returns the denial of a request its key's caps stop: the

@@ -112,6 +112,9 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 			return Reservation{}, &DemandTooLargeError{Dimension: d, Charge: req.Charges[d], Capacity: most}
 		}
 	}
+	if err := keyTooLarge(req); err != nil {
+		return Reservation{}, err
+	}
 	ttl := req.TTL
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL

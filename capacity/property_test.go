@@ -181,9 +181,12 @@ func drawFairness(t *rapid.T, keys map[string]capacity.Fairness) (capacity.Fairn
 }
 
 // keyTokens is what a charge costs a key's tokens per day: its combined
-// tokens or its input plus output, whichever is larger.
+// tokens, or its input plus output where it has none.
 func keyTokens(c capacity.Charges) float64 {
-	return float64(max(c[capacity.Tokens], c[capacity.InputTokens]+c[capacity.OutputTokens]))
+	if c[capacity.Tokens] != 0 {
+		return float64(c[capacity.Tokens])
+	}
+	return float64(c[capacity.InputTokens] + c[capacity.OutputTokens])
 }
 
 // keyDay is what a key with tokens per day was charged in one day window.
@@ -251,11 +254,11 @@ func (q *quotas) corrected(le capacity.Lease, final capacity.Charges, now time.T
 	if delta == 0 {
 		return
 	}
+	// A correction belongs to the window the call was charged in: one
+	// from an earlier window changes no counter.
 	d := q.window(le.Key, now)
 	if q.limits.DayReset.Next(q.chargedAt[le.ID]).Equal(d.end) {
 		d.used += delta
-	} else {
-		d.unsure = true
 	}
 }
 

@@ -156,11 +156,10 @@ func TestFairnessKeyReachesTheStore(t *testing.T) {
 			assert.Equal(t, tc.wantWeight, r.requests[0].Fairness.Weight, "Options.Fairness's weight")
 			require.Len(t, r.leases, 1)
 			assert.Equal(t, tc.key, r.leases[0].Key)
-			snap, err := r.store.Snapshot(context.Background(), gpt4o)
-			require.NoError(t, err)
-			require.Len(t, snap.Flows, 1)
-			assert.Equal(t, tc.key, snap.Flows[0].Key)
-			assert.Positive(t, snap.Flows[0].Granted)
+			// The flow was served at the key's weight (1 if unset). Its
+			// state is not read here: a scope idle again starts its flows
+			// afresh.
+			assert.Equal(t, max(tc.wantWeight, 1), r.leases[0].Weight)
 		})
 	}
 }

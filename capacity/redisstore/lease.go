@@ -68,6 +68,7 @@ func (s *Store) settleOp(ctx context.Context, k *scopeKeys, lease capacity.Lease
 	for _, d := range []capacity.Dimension{capacity.Requests, capacity.InputTokens, capacity.OutputTokens, capacity.Tokens} {
 		fields = append(fields, lease.Charges[d])
 	}
+	fields = append(fields, lease.GrantedAt.UnixMicro())
 	return &op{ctx: ctx, code: opSettle, call: lease.Call, fields: fields}
 }
 

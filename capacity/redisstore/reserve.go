@@ -101,6 +101,9 @@ func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservatio
 		}
 	case "x":
 		e := &capacity.DemandTooLargeError{Dimension: capacity.Dimension(r.int()), Charge: r.int(), Capacity: r.float()}
+		if r.more() {
+			e.Key = r.int() == 1 // scripts before 4.0 say nothing
+		}
 		if r.err != nil {
 			return capacity.Reservation{}, false, r.err
 		}

@@ -14,7 +14,7 @@
 --       ('': the batch's)
 --   OP_SETTLE: day boundary, next boundary, attempt (0: matches no lease),
 --       final charges minus reserved x7, the lease's class, fairness key
---       and weight, reserved x4 (the buckets)
+--       and weight, reserved x4 (the buckets), granted at
 --   OP_OBSERVE: day boundary, next boundary, for each bucket: has limit,
 --       limit, has remaining, remaining; mark valid, mark x4; for each
 --       bucket: remaining excludes calls in flight
@@ -24,7 +24,8 @@
 --                                   claimed ticket (lease: its record line)
 --   {'d', reason, binding, retry at, booked[, block x6 if blocked]}
 --                                   booked: 0, or 1 (holds a ticket)
---   {'x', dimension, charge, capacity}  too large, never queued
+--   {'x', dimension, charge, capacity, key}  too large, never queued (key:
+--                                   1 for the fairness key's daily cap)
 --   {'s', live attempt}             an older attempt than the live lease's
 -- A settle's: 'ok', or 'gone' when the scope's state did not exist.
 -- An observe's: 'ok'.
@@ -203,7 +204,9 @@ local function admit(req)
     -- goes negative, so later callers queue behind this one. A wait at
     -- the bound is not booked: the call asks again then.
     local start, finish = fair.place(req, req.charges)
-    local behind = finish < S.last_finish[req.rank] -- a ticket of its rank booked after it is due later
+    -- A ticket of its rank booked before it but finishing later, or any
+    -- ticket of a lower rank, is due after it.
+    local behind = finish < S.last_finish[req.rank] or bookedBelow(req.rank)
     local t = newRecord(TICKET_FIELDS)
     t.at, t.expires, t.class, t.told = retry, retry + GRACE, req.class, retry
     t.key, t.rank, t.floor, t.weight, t.start, t.finish = req.key, req.rank, req.floor, req.weight, start, finish
@@ -241,7 +244,12 @@ local function reserve(req)
   -- A demand that can never fit is refused, never queued.
   for d = 1, ND do
     local most = admissible(d)
-    if most > 0 and req.charges[d] > most then return {'x', d - 1, req.charges[d], fmt(most)} end
+    if most > 0 and req.charges[d] > most then return {'x', d - 1, req.charges[d], fmt(most), 0} end
+  end
+  -- A call larger than its key's daily cap: no day admits it (keyTooLarge).
+  local tok = fair.keyTokens(req.charges)
+  if req.tokens_per_day > 0 and tok > req.tokens_per_day then
+    return {'x', TOKENS_PER_DAY - 1, tok, fmt(req.tokens_per_day), 1}
   end
   -- Idempotency and attempt supersession.
   local le = getLease(req.call)
@@ -283,7 +291,7 @@ local function settle(c, attempt, delta, lease)
   dispatched(delta)
   local final = {}
   for d = 1, ND do final[d] = (lease.reserved[d] or 0) + delta[d] end
-  fair.settleFlow(lease.class, lease.key, lease.weight, lease.reserved, final)
+  fair.settleFlow(lease.class, lease.key, lease.weight, lease.reserved, final, lease.granted_at)
   for d = 1, NB do
     if delta[d] ~= 0 then
       retime()
@@ -344,9 +352,10 @@ local function run(code, c, i)
   end
   if code == OP_SETTLE then
     local f = numbers(i, 11)
-    local g = numbers(i + 12, 5)
+    local g = numbers(i + 12, 6)
     BOUND1, BOUND2 = f[1], f[2]
-    local lease = {class = f[11], key = ARGV[i + 11], weight = g[1], reserved = {g[2], g[3], g[4], g[5], 0, 0, 0}}
+    local lease = {class = f[11], key = ARGV[i + 11], weight = g[1], reserved = {g[2], g[3], g[4], g[5], 0, 0, 0},
+      granted_at = g[6]}
     return settle(c, f[3], {f[4], f[5], f[6], f[7], f[8], f[9], f[10]}, lease)
   end
   advance()

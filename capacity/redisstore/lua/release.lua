@@ -21,7 +21,7 @@ else
   if le and CALL .. '#' .. le.attempt == ID then
     dropLease(CALL)
     refund(le.charge)
-    fair.settleFlow(le.class, le.key, le.weight, le.charge, zeros(ND))
+    fair.settleFlow(le.class, le.key, le.weight, le.charge, zeros(ND), le.granted_at)
     retime()
     endLease(ID)
     wake()

@@ -77,6 +77,17 @@ local function borrowable(d, r)
   return sum
 end
 
+-- bookedBelow reports whether tickets of ranks below r hold capacity: a
+-- ticket of rank r booked now is due before them.
+local function bookedBelow(r)
+  for lower = 0, r - 1 do
+    for d = 1, NB do
+      if S.booked_rank[lower][d] > 0 then return true end
+    end
+  end
+  return false
+end
+
 -- admissible is the largest charge a call may have in dimension d (0:
 -- any), from the configured limits (Limits.Admissible): what a provider
 -- reported never makes a call inadmissible.
@@ -261,7 +272,8 @@ function fair.getKey(key)
     if v then
       local n = {}
       for x in string.gmatch(v, '%S+') do n[#n + 1] = tonumber(x) or 0 end
-      k = {frac = n[1] or 0, last = n[2] or 0, day_used = n[3] or 0, day_end = n[4] or 0, share = {}}
+      k = {frac = n[1] or 0, last = n[2] or 0, day_used = n[3] or 0, day_end = n[4] or 0, share = {},
+        day_start = n[5 + NB] or 0}
       for d = 1, NB do k.share[d] = n[4 + d] or 0 end
     end
     KEY_CAPS[key] = k
@@ -280,6 +292,7 @@ function fair.putKey(key, k)
     local top, r = k.frac * S.capacity[d], k.frac * rate(d)
     if k.share[d] < top and r > 0 then rest = max(rest, NOW + ceil((top - k.share[d]) / r * 1e6)) end
   end
+  out[#out + 1] = fmt(k.day_start)
   write('HSET', KEYS[K_KEY_CAPS], key, table.concat(out, ' '))
   KEY_CAPS[key] = copyField(k)
   S.keys_until = max(S.keys_until, rest)
@@ -290,7 +303,7 @@ end
 function fair.refreshKey(key, share)
   local k = fair.getKey(key)
   if not k then
-    k = {frac = 0, last = NOW, day_used = 0, day_end = 0, share = {}}
+    k = {frac = 0, last = NOW, day_used = 0, day_end = 0, day_start = 0, share = {}}
     for d = 1, NB do k.share[d] = share * S.capacity[d] end
   end
   local us = NOW - k.last
@@ -303,18 +316,21 @@ function fair.refreshKey(key, share)
     end
     k.last = NOW
   end
-  if NOW >= k.day_end then k.day_used, k.day_end = 0, S.day_end end
+  if NOW >= k.day_end then k.day_used, k.day_end, k.day_start = 0, S.day_end, NOW end
   return k
 end
 
--- chargeKeyState takes c from k (a refund if negative: up to the share's
--- capacity).
-function fair.chargeKeyState(k, c)
-  for d = 1, NB do
-    local top = max(k.frac * S.capacity[d], k.share[d])
-    k.share[d] = min(top, k.share[d] - c[d])
+-- chargeKeyState takes c from k's share buckets, if it has a share (a
+-- refund if negative: up to the share's capacity), and day tokens from its
+-- day counter (memScope.chargeKeyState).
+function fair.chargeKeyState(k, c, day)
+  if k.frac > 0 then
+    for d = 1, NB do
+      local top = max(k.frac * S.capacity[d], k.share[d])
+      k.share[d] = min(top, k.share[d] - c[d])
+    end
   end
-  k.day_used = max(0, k.day_used + fair.keyTokens(c))
+  k.day_used = max(0, k.day_used + day)
   return k
 end
 
@@ -323,7 +339,7 @@ function fair.chargeKey(req, c)
   if req.share <= 0 and req.tokens_per_day <= 0 then return end
   local k = fair.refreshKey(req.key, req.share)
   k.frac = req.share
-  fair.putKey(req.key, fair.chargeKeyState(k, c))
+  fair.putKey(req.key, fair.chargeKeyState(k, c, fair.keyTokens(c)))
 end
 
 -- refundKey gives a booked ticket that was never served back to its key's
@@ -333,13 +349,15 @@ function fair.refundKey(tk)
   if k then
     local neg = {}
     for d = 1, ND do neg[d] = -tk.charge[d] end
-    fair.putKey(tk.key, fair.chargeKeyState(k, neg))
+    fair.putKey(tk.key, fair.chargeKeyState(k, neg, -fair.keyTokens(tk.charge)))
   end
 end
 
 -- settleFlow charges a lease's flow and key the difference between what
--- the call cost (final) and what it was granted at (reserved).
-function fair.settleFlow(class, key, weight, reserved, final)
+-- the call cost (final) and what it was granted at (reserved), at
+-- granted_at: a call charged to an earlier day window corrects no day
+-- counter.
+function fair.settleFlow(class, key, weight, reserved, final, granted_at)
   local delta = fair.fairCost(final) - fair.fairCost(reserved)
   local id = fair.flowID(class, key)
   local f = fair.getFlow(id)
@@ -348,9 +366,14 @@ function fair.settleFlow(class, key, weight, reserved, final)
   end
   local k = fair.getKey(key)
   if k then
-    local diff = {}
-    for d = 1, ND do diff[d] = max(final[d], 0) - reserved[d] end
-    fair.putKey(key, fair.chargeKeyState(k, diff))
+    local diff, nonneg = {}, {}
+    for d = 1, ND do
+      nonneg[d] = max(final[d], 0)
+      diff[d] = nonneg[d] - reserved[d]
+    end
+    local day = fair.keyTokens(nonneg) - fair.keyTokens(reserved)
+    if granted_at < k.day_start then day = 0 end
+    fair.putKey(key, fair.chargeKeyState(k, diff, day))
   end
 end
 
@@ -404,13 +427,13 @@ local function retime()
 end
 
 -- takeOverdue gives call c's ticket (mine) the place of the earliest ticket
--- OVERDUE_TICKET past its time, of c's class or lower, and moves that one to
--- c's old time; then every ticket is retimed. It reports whether it found
--- one (memScope.takeOverdue).
+-- of its rank OVERDUE_TICKET past its time, and moves that one to c's old
+-- time (their places in the fair order too); then every ticket is retimed.
+-- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
   for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
     local tk = id ~= c and getTicket(id)
-    if tk and tk.rank <= mine.rank then
+    if tk and tk.rank == mine.rank then
       mine.at, tk.at = tk.at, mine.at
       mine.start, tk.start = tk.start, mine.start
       mine.finish, tk.finish = tk.finish, mine.finish
