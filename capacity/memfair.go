@@ -17,10 +17,32 @@ import (
 // at the next capacity.
 type fairState struct {
 	virtual    [MaxRank + 1]float64 // start of the call of each rank served last
+	// past logs each rank's virtual time as it grew, a point every
+	// VirtualLogStep at most, the last VirtualLogLength points: a call
+	// placed after it was scheduled starts where the rank was then.
+	past       [MaxRank + 1][]virtualPoint
+	lastServed [MaxRank + 1]int64 // when each rank last served a call, µs
 	lastFinish [MaxRank + 1]float64 // the latest finish booked in each rank while tickets wait
 	flows      map[string]flowState // by flowID
 	keys       map[string]keyState  // fairness keys with caps, by key
 }
+
+// virtualPoint is a rank's virtual time v from time t, in microseconds of
+// the store's clock (the Redis store's resolution, so both stores read the
+// log alike).
+type virtualPoint struct {
+	t int64
+	v float64
+}
+
+// VirtualLogStep and VirtualLogLength bound the log of a rank's virtual
+// time (fairState.past): a call that waited to be placed (in Temporal's
+// task queue, behind a worker's busy slots) is placed at the virtual time
+// of when it was scheduled, up to VirtualLogStep × VirtualLogLength ago.
+const (
+	VirtualLogStep   = 250 * time.Millisecond
+	VirtualLogLength = 16
+)
 
 // flowState is one flow's fair-queuing state.
 type flowState struct {
@@ -49,7 +71,11 @@ type keyState struct {
 const MaxIdleFlows = 1024
 
 // place gives a call of req's flow its virtual start and finish, and
-// moves the flow's finish there.
+// moves the flow's finish there. The call starts at the flow's finish or
+// at its rank's virtual time when it was scheduled (Request.Since; now if
+// unknown), whichever is later: a key that waited for nothing keeps no
+// credit, and one whose calls were held before they reached the store
+// (Temporal dispatched another tenant's first) is not charged for that.
 func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish, weight float64) {
 	if m.flows == nil {
 		m.flows = make(map[string]flowState)
@@ -58,7 +84,7 @@ func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish,
 	f := m.flows[id]
 	f.class, f.key, f.rank = req.Class, req.Fairness.Key, rule.Rank
 	weight = req.FlowWeight(rule)
-	start = math.Max(f.finish, m.virtual[rule.Rank])
+	start = math.Max(f.finish, m.virtualAt(rule.Rank, req.Since))
 	finish = start + fairCost(c)/weight
 	f.finish = finish
 	m.flows[id] = f
@@ -69,13 +95,46 @@ func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish,
 // serve records that a call of flow (class, key) starting at start was
 // granted c: its rank's virtual time moves to start, the flow's granted
 // tokens grow.
-func (m *memScope) serve(class Class, key string, rank int, start float64, c Charges) {
+func (m *memScope) serve(class Class, key string, rank int, start float64, c Charges, now time.Time) {
 	m.virtual[rank] = math.Max(m.virtual[rank], start)
+	m.logVirtual(rank, now)
 	id := flowID(class, key)
 	if f, ok := m.flows[id]; ok {
 		f.granted += fairCost(c)
 		m.flows[id] = f
 	}
+}
+
+// logVirtual records rank's virtual time at now in its log, at most a
+// point every VirtualLogStep.
+func (m *memScope) logVirtual(rank int, now time.Time) {
+	log, t := m.past[rank], now.UnixMicro()
+	m.lastServed[rank] = t
+	if n := len(log); n > 0 && t-log[n-1].t < VirtualLogStep.Microseconds() {
+		return
+	}
+	if len(log) == VirtualLogLength {
+		log = append(log[:0:0], log[1:]...)
+	}
+	m.past[rank] = append(log, virtualPoint{t: t, v: m.virtual[rank]})
+}
+
+// virtualAt is rank's virtual time as it was at t: the virtual time now
+// for a zero t or one at or after the rank's last grant; else the latest
+// logged point at or before t (up to a VirtualLogStep early), or the
+// oldest point for a t before them all.
+func (m *memScope) virtualAt(rank int, t time.Time) float64 {
+	log := m.past[rank]
+	at := micros(time.Duration(t.UnixNano())) // rounded up, as the Redis store reads Since
+	if t.IsZero() || len(log) == 0 || at >= m.lastServed[rank] {
+		return m.virtual[rank]
+	}
+	for i := len(log) - 1; i >= 0; i-- {
+		if log[i].t <= at {
+			return math.Min(log[i].v, m.virtual[rank])
+		}
+	}
+	return log[0].v
 }
 
 // unplace gives a booked ticket that was never served its place back: if
@@ -150,6 +209,7 @@ func (m *memScope) forgetIdle() {
 	}
 	m.flows = nil
 	m.virtual, m.lastFinish = [MaxRank + 1]float64{}, [MaxRank + 1]float64{}
+	m.past, m.lastServed = [MaxRank + 1][]virtualPoint{}, [MaxRank + 1]int64{}
 }
 
 // keyTokens is what a charge costs a key's daily token cap.

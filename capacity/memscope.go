@@ -83,7 +83,7 @@ func (m *memScope) clone() *memScope {
 		leases: maps.Clone(m.leases), tickets: maps.Clone(m.tickets),
 		failures: map[string]failureCount{}, endedAt: maps.Clone(m.endedAt),
 		grace: m.grace,
-		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish,
+		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish, past: m.past, lastServed: m.lastServed,
 			flows: maps.Clone(m.flows), keys: maps.Clone(m.keys)},
 	}
 }
@@ -422,6 +422,17 @@ func (m *memScope) borrowable(d int, r int) float64 {
 		sum += m.bookedBy[lower][d]
 	}
 	return sum
+}
+
+// borrows reports whether a grant of c takes capacity that tickets
+// booked: more than some bucket's level.
+func (m *memScope) borrows(c Charges) bool {
+	for d := range numBuckets {
+		if m.budgets[d].Limited && m.booked[d] > 0 && float64(c[d]) > m.level[d]+epsilon {
+			return true
+		}
+	}
+	return false
 }
 
 // bookedBelow reports whether tickets of ranks below r hold capacity: a

@@ -229,10 +229,15 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 
 	wait, binding := st.bucketWait(req, rule.Rank, rule.Floor, now)
 	if binding < 0 && st.slotFree(rule.Floor) {
+		borrowed := st.borrows(req.Charges)
 		start, _, weight := st.place(req, rule, req.Charges)
-		st.serve(req.Class, req.Fairness.Key, rule.Rank, start, req.Charges)
+		st.serve(req.Class, req.Fairness.Key, rule.Rank, start, req.Charges, now)
 		st.chargeKey(req.Fairness, req.Charges, now)
-		return Reservation{Granted: true, Lease: st.grantLease(req, req.Charges, true, weight, now, ttl), Now: now}, nil
+		le := st.grantLease(req, req.Charges, true, weight, now, ttl)
+		if borrowed {
+			st.retime(now) // the lower ranks' tickets move back, in their order
+		}
+		return Reservation{Granted: true, Lease: le, Now: now}, nil
 	}
 
 	deny := Reservation{Now: now, Reason: DenyCapacity, RetryAt: now.Add(wait), Binding: binding}
@@ -276,7 +281,7 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 // charges were taken when it was booked. It requires st.mu.
 func (s *MemoryStore) grantTicket(st *memScope, req Request, now time.Time, ttl time.Duration) Reservation {
 	tk, _ := st.unbook(req.Call)
-	st.serve(tk.Class, tk.Key, tk.Rank, tk.Start, tk.Charges)
+	st.serve(tk.Class, tk.Key, tk.Rank, tk.Start, tk.Charges, now)
 	req.Class, req.Fairness.Key = tk.Class, tk.Key
 	return Reservation{Granted: true, Lease: st.grantLease(req, tk.Charges, false, tk.Weight, now, ttl), Now: now}
 }

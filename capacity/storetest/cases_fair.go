@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -120,6 +121,39 @@ var fairOrderCases = []Case{
 		}
 		assert.LessOrEqual(h.t, len(s.grants)-from, 3)
 		assert.False(h.t, s.grants[len(s.grants)-1].at.After(res.RetryAt))
+	}},
+	{"HeldCallStartsWhenItWasScheduled", func(h *harness) {
+		// a's calls reach the store first and take the burst; b's were
+		// scheduled at the same moment but held before the store (in
+		// Temporal's queue). Placed at the virtual time of when they were
+		// scheduled (Request.Since), b's calls go ahead of a's booked
+		// ones until b has had as much: it is not charged for the hold.
+		l := fairLimits() // 5,000 tokens at once, 1,000 a second
+		t0 := h.clock.Now()
+		h.clock.Advance(10 * time.Millisecond) // a's calls reach the store
+		call := func(key string, i int, book bool) capacity.Request {
+			r := h.keyed(l, capacity.Fairness{Key: key}, tokens(1000, 0))
+			r.Call, r.Since, r.Book = fmt.Sprintf("%s-%d", key, i), t0, book
+			return r
+		}
+		for i := range 5 {
+			h.grant(call("a", i, false))
+		}
+		h.clock.Advance(300 * time.Millisecond)
+		for i := 5; i < 10; i++ {
+			require.True(h.t, h.deny(call("a", i, true)).Booked)
+		}
+		h.clock.Advance(200 * time.Millisecond)
+		for i := range 3 {
+			require.True(h.t, h.deny(call("b", i, true)).Booked)
+		}
+		assert.True(h.t, h.ticket("b-2").At.Before(h.ticket("a-5").At),
+			"b's third call (due %v) goes before a's first booked one (due %v)", h.ticket("b-2").At, h.ticket("a-5").At)
+		// A call scheduled now starts at the virtual time now.
+		late := call("c", 0, true)
+		late.Since = h.clock.Now()
+		require.True(h.t, h.deny(late).Booked)
+		assert.InDelta(h.t, 4000+1000, h.flow(capacity.Standard, "c").Finish, 1e-6, "started where a's last grant started")
 	}},
 	{"IdleKeyKeepsNoCredit", func(h *harness) {
 		s := newFairSim(h, fairLimits(),

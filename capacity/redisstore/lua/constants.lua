@@ -31,6 +31,10 @@ local CLASS_RANKS = {[0] = 1, [1] = 2, [2] = 0}
 local NRANKS = 8
 -- capacity.MaxIdleFlows
 local MAX_IDLE_FLOWS = 1024
+-- capacity.VirtualLogStep (µs)
+local VIRTUAL_LOG_STEP = 250000
+-- capacity.VirtualLogLength
+local VIRTUAL_LOG_LENGTH = 16
 local STANDARD = 0
 local INTERACTIVE = 1
 local BULK = 2

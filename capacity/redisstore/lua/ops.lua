@@ -190,10 +190,13 @@ local function admit(req)
 
   local wait, binding = bucketWait(req, fl)
   if binding < 0 and slotFree(fl) then
+    local borrowed = borrows(req.charges)
     local start = fair.place(req, req.charges)
     fair.serve(req.class, req.key, req.rank, start, req.charges)
     fair.chargeKey(req, req.charges)
-    return grantLease(req.charges, true, req, req.weight)
+    local le = grantLease(req.charges, true, req, req.weight)
+    if borrowed then retime() end -- the lower ranks' tickets move back, in their order
+    return le
   end
 
   local retry = NOW + wait

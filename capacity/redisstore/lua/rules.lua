@@ -77,6 +77,15 @@ local function borrowable(d, r)
   return sum
 end
 
+-- borrows reports whether a grant of c takes capacity that tickets
+-- booked: more than some bucket's level (memScope.borrows).
+local function borrows(c)
+  for d = 1, NB do
+    if S.capacity[d] > 0 and S.booked[d] > 0 and c[d] > S.level[d] + EPSILON then return true end
+  end
+  return false
+end
+
 -- bookedBelow reports whether tickets of ranks below r hold capacity: a
 -- ticket of rank r booked now is due before them.
 local function bookedBelow(r)
@@ -128,6 +137,8 @@ end
 -- 200).
 local fair = {}
 local FLOWS, FLOWS_DIRTY = {}, {}
+-- PAST is S.past read: PAST[rank] lists {t, v} points, oldest first.
+local PAST
 -- KEY_CAPS caches the key caps read or written (key -> counters, or false).
 local KEY_CAPS = {}
 
@@ -209,12 +220,55 @@ function fair.forgetIdleFlows()
   end
 end
 
+-- past returns the log of each rank's virtual time (PAST), read from
+-- S.past once.
+function fair.past()
+  if not PAST then
+    PAST = {}
+    for r = 0, NRANKS - 1 do PAST[r] = {} end
+    local n = {}
+    for x in string.gmatch(S.past, '%S+') do n[#n + 1] = tonumber(x) or 0 end
+    for i = 1, #n - 2, 3 do
+      local log = PAST[n[i]]
+      if log then log[#log + 1] = {n[i + 1], n[i + 2]} end
+    end
+  end
+  return PAST
+end
+
+-- logVirtual records rank's virtual time at NOW in its log, at most a
+-- point every VIRTUAL_LOG_STEP (memScope.logVirtual).
+function fair.logVirtual(rank)
+  local log = fair.past()[rank]
+  S.last_served[rank] = NOW
+  if #log > 0 and NOW - log[#log][1] < VIRTUAL_LOG_STEP then return end
+  if #log == VIRTUAL_LOG_LENGTH then table.remove(log, 1) end
+  log[#log + 1] = {NOW, S.virtual[rank]}
+  local out = {}
+  for r = 0, NRANKS - 1 do
+    for _, p in ipairs(PAST[r]) do out[#out + 1] = r .. ' ' .. fmt(p[1]) .. ' ' .. fmt(p[2]) end
+  end
+  S.past = table.concat(out, ' ')
+end
+
+-- virtualAt is rank's virtual time as it was at t (µs, 0: unknown)
+-- (memScope.virtualAt).
+function fair.virtualAt(rank, t)
+  local log = fair.past()[rank]
+  if t == 0 or #log == 0 or t >= S.last_served[rank] then return S.virtual[rank] end
+  for i = #log, 1, -1 do
+    if log[i][1] <= t then return min(log[i][2], S.virtual[rank]) end
+  end
+  return log[1][2]
+end
+
 -- place gives a call of req's flow its virtual start and finish, and moves
--- the flow's finish there.
+-- the flow's finish there: it starts at the flow's finish or at its rank's
+-- virtual time when it was scheduled, whichever is later (memScope.place).
 function fair.place(req, c)
   local id = fair.flowID(req.class, req.key)
   local f = fair.getFlow(id) or {rank = 0, finish = 0, granted = 0}
-  local start = max(f.finish, S.virtual[req.rank])
+  local start = max(f.finish, fair.virtualAt(req.rank, req.since))
   local finish = start + fair.fairCost(c) / req.weight
   fair.putFlow(id, {rank = req.rank, finish = finish, granted = f.granted})
   fair.forgetIdleFlows()
@@ -225,6 +279,7 @@ end
 -- granted c.
 function fair.serve(class, key, rank, start, c)
   S.virtual[rank] = max(S.virtual[rank], start)
+  fair.logVirtual(rank)
   local id = fair.flowID(class, key)
   local f = fair.getFlow(id)
   if f then fair.putFlow(id, {rank = f.rank, finish = f.finish, granted = f.granted + fair.fairCost(c)}) end
@@ -261,6 +316,8 @@ function fair.forgetIdle()
   write('DEL', KEYS[K_FLOWS])
   FLOWS, FLOWS_DIRTY, S.flows = {}, {}, 0
   for r = 0, NRANKS - 1 do S.virtual[r], S.last_finish[r] = 0, 0 end
+  S.past, PAST = '', nil
+  for r = 0, NRANKS - 1 do S.last_served[r] = 0 end
 end
 
 -- getKey reads a key's cap counters (a copy), or nil.

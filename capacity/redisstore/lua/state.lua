@@ -184,6 +184,8 @@ local STATE_SCHEMA = {
   {'last_finish', 'rank'}, -- the latest finish booked per rank (fairState.lastFinish; 4.0)
   {'flows', 'number'}, -- Redis only: fields of the flows hash (4.0)
   {'keys_until', 'number'}, -- Redis only: when every key cap is at rest (4.0)
+  {'past', 'string'}, -- each rank's virtual time as it grew: "rank µs virtual ..." (fairState.past; 4.0)
+  {'last_served', 'rank'}, -- when each rank last served a call (fairState.lastServed; 4.0)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
