@@ -16,12 +16,12 @@ import (
 // waited for nothing starts at virtual: it keeps no credit, and is served
 // at the next capacity.
 type fairState struct {
-	virtual    [MaxRank + 1]float64 // start of the call of each rank served last
+	virtual [MaxRank + 1]float64 // start of the call of each rank served last
 	// past logs each rank's virtual time as it grew, a point every
 	// VirtualLogStep at most, the last VirtualLogLength points: a call
 	// placed after it was scheduled starts where the rank was then.
 	past       [MaxRank + 1][]virtualPoint
-	lastServed [MaxRank + 1]int64 // when each rank last served a call, µs
+	lastServed [MaxRank + 1]int64   // when each rank last served a call, µs
 	lastFinish [MaxRank + 1]float64 // the latest finish booked in each rank while tickets wait
 	flows      map[string]flowState // by flowID
 	keys       map[string]keyState  // fairness keys with caps, by key
