@@ -322,6 +322,7 @@ func (g *gatedCall) observe(ctx context.Context, lease capacity.Lease, obs capac
 	if obs.Empty() {
 		return
 	}
+	g.a.root.tel.observed(ctx, g.scope, obs, g.opts.Clock.Now())
 	obs.Mark = lease.Mark
 	if err := g.opts.Store.Observe(ctx, g.scope, obs); err != nil {
 		g.logger(ctx).Warn("tollgate: observe failed", "scope", g.scope.Key(), "error", err)
