@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
+	tgerrors "github.com/tollgate-dev/tollgate/errors"
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
@@ -81,4 +82,22 @@ func TestProviderRemainingGauge(t *testing.T) {
 	assert.Empty(t, rec.find("tollgate.provider.remaining", map[string]string{"activity_type": "Chat"}), "a scope's gauge, not an activity's")
 	assert.Empty(t, rec.find("tollgate.provider.remaining", map[string]string{"dimension": "input_tokens"}), "only the dimensions reported")
 	assert.NotContains(t, rec.dump(), "sk-test-a", "no key in the metrics")
+}
+
+// tollgate.deadline.missed counts the calls refused because they could not
+// be sent before their schedule-to-close deadline.
+func TestDeadlineMissedCounter(t *testing.T) {
+	rec := newRecording()
+	e, _ := newMetricsEnvWith(t, rec, func(o *interceptor.Options) {
+		o.Limits = func(capacity.Scope) (capacity.Limits, bool) {
+			return capacity.Limits{RequestsPerMinute: 1, SafetyMargin: 1, Burst: time.Minute}, true
+		}
+	}, nil)
+	e.RegisterWorkflow(ShortDeadlineWorkflow)
+	e.ExecuteWorkflow(ShortDeadlineWorkflow)
+	require.NoError(t, e.GetWorkflowError())
+	var types []string
+	require.NoError(t, e.GetWorkflowResult(&types))
+	require.Equal(t, []string{"ok", tgerrors.TypeDeadlineUnmeetable}, types)
+	assert.Equal(t, 1.0, rec.value(t, "tollgate.deadline.missed", map[string]string{"scope": gpt4o.Key(), "class": "standard", "workflow_type": "ShortDeadlineWorkflow"}))
 }

@@ -45,6 +45,7 @@ const (
 	metricSettled        = "tollgate.tokens.settled"  // counter: scope, dimension
 	metricLeaseLost      = "tollgate.lease.lost"      // counter: scope
 	metricSettleFailures = "tollgate.settle.failures" // counter: scope, reason (error, timeout)
+	metricDeadlineMissed = "tollgate.deadline.missed" // counter: scope, class
 	metricBudgetLevel    = "tollgate.budget.level"    // gauge: scope, dimension
 	metricInFlight       = "tollgate.inflight"        // gauge: scope
 	// The provider's own report (rate-limit headers, a 429's): the least
@@ -376,6 +377,12 @@ func (t *telemetry) failed(ctx context.Context, g *gatedCall, v tgerrors.Verdict
 
 func (t *telemetry) leaseLost(ctx context.Context, g *gatedCall) {
 	t.metrics(ctx).WithTags(map[string]string{"scope": g.scope.Key()}).Counter(metricLeaseLost).Inc(1)
+}
+
+// deadlineMissed counts a call refused with tollgate.DeadlineUnmeetable:
+// it could not be sent before its schedule-to-close deadline.
+func (t *telemetry) deadlineMissed(ctx context.Context, g *gatedCall) {
+	t.metrics(ctx).WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.ClassName}).Counter(metricDeadlineMissed).Inc(1)
 }
 
 // settleFailed counts a settlement that failed or timed out; reason is
