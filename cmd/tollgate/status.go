@@ -199,6 +199,9 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer tick.Stop()
 	for n := 1; ; n++ {
 		rep, err := read()
+		if ctx.Err() != nil {
+			return nil // interrupted during the reading: the end of a watch
+		}
 		if werr := show(rep, err); werr != nil {
 			return werr
 		}
