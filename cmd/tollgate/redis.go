@@ -79,7 +79,7 @@ error), 2 usage (a bad flag or argument), 3 empty (nothing stored under
 // the environment.
 func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "redis", envOr("TOLLGATE_REDIS_ADDR", "127.0.0.1:6379"),
-		"Redis `addr[,addr...]` host:port; several: Cluster seed nodes, or Sentinels with -sentinel-master (env TOLLGATE_REDIS_ADDR)")
+		"where Redis is: `addr[,addr...]`, each host:port; several: Cluster seed nodes, or Sentinels with -sentinel-master (env TOLLGATE_REDIS_ADDR)")
 	fs.BoolVar(&f.cluster, "cluster", envBool("TOLLGATE_REDIS_CLUSTER"), "connect to a Redis Cluster (implied by several -redis addresses; env TOLLGATE_REDIS_CLUSTER)")
 	fs.StringVar(&f.sentinelMaster, "sentinel-master", os.Getenv("TOLLGATE_SENTINEL_MASTER"),
 		"connect through Sentinels (the -redis addresses) to the master of this `name` (env TOLLGATE_SENTINEL_MASTER)")
