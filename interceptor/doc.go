@@ -107,8 +107,9 @@
 // (client.Options.MetricsHandler), the exporter that already carries
 // Temporal's own metrics; Options.MeterProvider overrides it. Counters
 // tollgate.admissions, tollgate.provider.errors, tollgate.tokens.reserved,
-// tollgate.tokens.settled, tollgate.lease.lost and tollgate.settle.failures
-// and the timer tollgate.admission.wait carry the activity's tags plus
+// tollgate.tokens.settled, tollgate.lease.lost, tollgate.settle.failures
+// and tollgate.deadline.missed and the timer tollgate.admission.wait
+// carry the activity's tags plus
 // scope, class (its name), dimension, result, reason or attempt; never
 // prompts or API keys. The timer tollgate.queue.age (from a call's first
 // scheduling to its admission) and the counters tollgate.tokens.granted
@@ -119,6 +120,11 @@
 // The gauges tollgate.budget.level (scope, dimension) and tollgate.inflight
 // (scope) carry the client's tags: the plugin reads each gated scope's
 // budget every Options.MetricsInterval while a worker it is set on runs,
-// and stops when the worker stops. The tollgate.admit span nests under the
-// span of Temporal's OpenTelemetry tracing interceptor.
+// and stops when the worker stops. The gauges tollgate.provider.remaining
+// and tollgate.provider.limit (scope, dimension; the client's tags) are
+// what the provider itself reported, in rate-limit headers or a 429: the
+// least remaining reported in the current minute of Options.Clock, and the
+// last limit reported. docs/operations.md lists every metric and the
+// alerts built on them. The tollgate.admit span nests under the span of
+// Temporal's OpenTelemetry tracing interceptor.
 package interceptor

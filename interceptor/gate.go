@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	tgerrors "github.com/tollgate-dev/tollgate/errors"
 )
 
 // gatedKey marks a context whose call is already gated, so a plugin set on
@@ -59,7 +60,11 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	if aerr != nil {
 		return nil, aerr
 	}
-	return g.run(ctx, in)
+	out, err := g.run(ctx, in)
+	if tgerrors.IsDeadlineUnmeetable(err) {
+		a.root.tel.deadlineMissed(ctx, g)
+	}
+	return out, err
 }
 
 // gatedCall is one attempt of one model call going through the gate.
@@ -322,6 +327,7 @@ func (g *gatedCall) observe(ctx context.Context, lease capacity.Lease, obs capac
 	if obs.Empty() {
 		return
 	}
+	g.a.root.tel.observed(ctx, g.scope, obs, g.opts.Clock.Now())
 	obs.Mark = lease.Mark
 	if err := g.opts.Store.Observe(ctx, g.scope, obs); err != nil {
 		g.logger(ctx).Warn("tollgate: observe failed", "scope", g.scope.Key(), "error", err)

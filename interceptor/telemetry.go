@@ -45,8 +45,14 @@ const (
 	metricSettled        = "tollgate.tokens.settled"  // counter: scope, dimension
 	metricLeaseLost      = "tollgate.lease.lost"      // counter: scope
 	metricSettleFailures = "tollgate.settle.failures" // counter: scope, reason (error, timeout)
+	metricDeadlineMissed = "tollgate.deadline.missed" // counter: scope, class
 	metricBudgetLevel    = "tollgate.budget.level"    // gauge: scope, dimension
 	metricInFlight       = "tollgate.inflight"        // gauge: scope
+	// The provider's own report (rate-limit headers, a 429's): the least
+	// remaining it reported in the current minute, and the limit it last
+	// reported, per dimension.
+	metricProviderRemaining = "tollgate.provider.remaining" // gauge: scope, dimension
+	metricProviderLimit     = "tollgate.provider.limit"     // gauge: scope, dimension
 )
 
 // telemetry records tollgate's metrics through the worker's Temporal
@@ -70,13 +76,35 @@ type telemetry struct {
 	workers map[string]struct{} // instance keys of the running workers
 	cancel  context.CancelFunc  // ends the gauge loop
 	done    chan struct{}       // closed when the gauge loop has ended
+
+	// reportMu guards reports: per scope and dimension, what the provider
+	// reported in the current minute (tollgate.provider.remaining and
+	// .limit). Its gauges are updated under reportMu, so a report never
+	// overwrites a lower one of the same minute.
+	reportMu sync.Mutex
+	reports  map[dimReportKey]*dimReport
+}
+
+// dimReportKey names the provider's reports on one dimension of a scope.
+type dimReportKey struct {
+	scope capacity.Scope
+	dim   capacity.Dimension
+}
+
+// dimReport is what a provider reported on one dimension of a scope: the
+// least remaining in the minute starting at minute, and the last limit.
+type dimReport struct {
+	minute       time.Time
+	least        int64
+	hasRemaining bool
+	limit        int64
 }
 
 func newTelemetry(o Options) (*telemetry, error) {
 	if o.MetricsInterval < 0 {
 		return nil, fmt.Errorf("%w: MetricsInterval is %v; want >= 0 (0 means the default)", ErrInvalidOptions, o.MetricsInterval)
 	}
-	t := &telemetry{interval: o.MetricsInterval, store: o.Store, workers: map[string]struct{}{}}
+	t := &telemetry{interval: o.MetricsInterval, store: o.Store, workers: map[string]struct{}{}, reports: map[dimReportKey]*dimReport{}}
 	if t.interval == 0 {
 		t.interval = DefaultMetricsInterval
 	}
@@ -134,6 +162,55 @@ func (t *telemetry) track(ctx context.Context, sc capacity.Scope) {
 	t.scopes.LoadOrStore(sc, h)
 }
 
+// gauges returns the handler of sc's gauges (see track).
+func (t *telemetry) gauges(ctx context.Context, sc capacity.Scope) client.MetricsHandler {
+	t.track(ctx, sc)
+	h, _ := t.scopes.Load(sc)
+	if h == nil { // forgotten by a stopping worker since
+		return t.metrics(ctx)
+	}
+	return h.(client.MetricsHandler)
+}
+
+// observed records what a provider reported about sc at now (the worker's
+// clock): per reported dimension, tollgate.provider.remaining is the least
+// remaining reported since the start of now's minute (a report of a new
+// minute starts it again), and tollgate.provider.limit the limit last
+// reported. Their ratio is how close the quota is to its ceiling, by the
+// provider's own count.
+func (t *telemetry) observed(ctx context.Context, sc capacity.Scope, obs capacity.Observation, now time.Time) {
+	var h client.MetricsHandler
+	minute := now.Truncate(time.Minute)
+	for i, o := range obs.Dims {
+		if !o.HasRemaining && !o.HasLimit {
+			continue
+		}
+		if h == nil {
+			h = t.gauges(ctx, sc)
+		}
+		d := capacity.Dimension(i)
+		hd := h.WithTags(map[string]string{"scope": sc.Key(), "dimension": d.String()})
+		t.reportMu.Lock()
+		r := t.reports[dimReportKey{sc, d}]
+		if r == nil {
+			r = &dimReport{}
+			t.reports[dimReportKey{sc, d}] = r
+		}
+		if o.HasRemaining {
+			if !r.hasRemaining || !r.minute.Equal(minute) || o.Remaining < r.least {
+				r.least = o.Remaining
+			}
+			r.minute, r.hasRemaining = minute, true
+			hd.Gauge(metricProviderRemaining).Update(float64(max(r.least, 0)))
+		}
+		if o.HasLimit {
+			r.limit = o.Limit
+			hd.Gauge(metricProviderLimit).Update(float64(r.limit))
+		}
+		t.reportMu.Unlock()
+	}
+}
+
 // workerStarted starts the gauge loop when the first worker starts.
 func (t *telemetry) workerStarted(key string) {
 	t.mu.Lock()
@@ -185,6 +262,9 @@ func (t *telemetry) gaugeLoop(ctx context.Context, done chan struct{}) {
 			t.updateGauges(last)
 			cancel()
 			t.scopes.Clear()
+			t.reportMu.Lock()
+			clear(t.reports)
+			t.reportMu.Unlock()
 			return
 		case <-tick.C:
 			c, cancel := context.WithTimeout(ctx, t.interval)
@@ -297,6 +377,12 @@ func (t *telemetry) failed(ctx context.Context, g *gatedCall, v tgerrors.Verdict
 
 func (t *telemetry) leaseLost(ctx context.Context, g *gatedCall) {
 	t.metrics(ctx).WithTags(map[string]string{"scope": g.scope.Key()}).Counter(metricLeaseLost).Inc(1)
+}
+
+// deadlineMissed counts a call refused with tollgate.DeadlineUnmeetable:
+// it could not be sent before its schedule-to-close deadline.
+func (t *telemetry) deadlineMissed(ctx context.Context, g *gatedCall) {
+	t.metrics(ctx).WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.ClassName}).Counter(metricDeadlineMissed).Inc(1)
 }
 
 // settleFailed counts a settlement that failed or timed out; reason is

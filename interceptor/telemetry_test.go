@@ -47,7 +47,7 @@ func TestTelemetryComposesWithTemporalTracing(t *testing.T) {
 			names[m.Name] = true
 		}
 	}
-	for _, n := range []string{"tollgate.admissions", "tollgate.admission.wait", "tollgate.tokens.reserved", "tollgate.tokens.settled", "tollgate.budget.level", "tollgate.inflight"} {
+	for _, n := range []string{"tollgate.admissions", "tollgate.admission.wait", "tollgate.tokens.reserved", "tollgate.tokens.settled", "tollgate.budget.level", "tollgate.inflight", "tollgate.provider.remaining", "tollgate.provider.limit"} {
 		assert.True(t, names[n], "metric %s exported", n)
 	}
 }

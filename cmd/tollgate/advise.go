@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -40,6 +37,17 @@ type advice struct {
 	InputRatioP95 float64 `json:"input_ratio_p95,omitempty"`
 }
 
+// adviseReport is the -json output of `tollgate advise`.
+type adviseReport struct {
+	At     time.Time `json:"at"`
+	Source source    `json:"source"`
+	// Advice is one entry per scope and kind, by scope key then kind.
+	Advice []advice `json:"advice"`
+	// Empty, if set, says why Advice is empty: nothing learned under the
+	// prefix.
+	Empty string `json:"empty,omitempty"`
+}
+
 const adviseUsage = `usage: tollgate advise [flags]
 
 Shows, per scope and kind of call (the activity type, or the call's
@@ -57,24 +65,20 @@ already reserves the learned p95 and settles to actual use, so there
 max_tokens costs no throughput. The workers learn from every call that
 settles with usage (interceptor.Options.Learning); recent calls weigh more,
 and a kind unused for 7 days is forgotten. Quantiles err high by less
-than 9 %.
+than 9 %. A store with nothing learned under -prefix exits 3.
+
+examples:
+  tollgate advise -redis 10.0.0.5:6379
+  tollgate advise -json | jq '.advice[] | select(.tpm_factor > 2)'
 
 flags:
 `
 
-// errNothingLearned is returned when the store holds nothing learned.
-var errNothingLearned = errors.New("nothing learned")
-
 func advise(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("advise", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), adviseUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("advise", adviseUsage, stderr, true)
 	var rf redisFlags
 	rf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON lines, one per scope and kind, instead of a table")
+	asJSON := fs.Bool("json", false, "print one JSON object (adviseReport: at, source, advice, empty) instead of a table")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -83,18 +87,18 @@ func advise(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return errUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	store, release, err := rf.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
+	rep := adviseReport{At: time.Now(), Source: rf.source(), Advice: []advice{}}
 	scopes, err := store.LearnedScopes(ctx)
 	if err != nil {
 		return err
 	}
-	var lines []advice
 	for _, sc := range scopes {
 		kinds, err := store.LearnedKinds(ctx, sc)
 		if err != nil {
@@ -106,25 +110,26 @@ func advise(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				return fmt.Errorf("learned of %s %s: %w", sc.Key(), kind, err)
 			}
 			if l.Calls() > 0 {
-				lines = append(lines, adviceOf(sc, kind, l))
+				rep.Advice = append(rep.Advice, adviceOf(sc, kind, l))
 			}
 		}
 	}
-	if len(lines) == 0 {
-		return fmt.Errorf("%w in Redis at %q under prefix %q: workers learn from calls that settle with usage "+
-			"(interceptor.Options.Learning, on unless disabled) and forget a kind unused for 7 days; check -prefix",
-			errNothingLearned, rf.addr, rf.prefix)
+	var empty error
+	if len(rep.Advice) == 0 {
+		e := rf.empty(ctx, "nothing learned", "workers learn from calls that settle with usage "+
+			"(interceptor.Options.Learning, on unless disabled) and forget a kind unused for 7 days")
+		rep.Empty, empty = e.reason, e
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, a := range lines {
-			if err := enc.Encode(a); err != nil {
-				return err
-			}
+		if err := writeJSON(stdout, rep); err != nil {
+			return err
 		}
-		return nil
+		return empty
 	}
-	return printAdvice(stdout, lines)
+	if empty != nil {
+		return empty
+	}
+	return printAdvice(stdout, rep.Advice)
 }
 
 // adviceOf sums up what kind learned on sc.

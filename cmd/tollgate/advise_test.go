@@ -33,15 +33,12 @@ func TestAdviseShowsWhatWasLearned(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run(ctx, []string{"advise", "-redis", testenv.RedisAddr(), "-prefix", prefix, "-json"}, &out, &errOut), errOut.String())
-	var lines []advice
-	dec := json.NewDecoder(&out)
-	for dec.More() {
-		var a advice
-		require.NoError(t, dec.Decode(&a))
-		lines = append(lines, a)
-	}
-	require.Len(t, lines, 2)
-	a, c := lines[0], lines[1] // sorted by scope key: anthropic first
+	var rep adviseReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	assert.Equal(t, source{Redis: testenv.RedisAddr(), Mode: "single", Prefix: prefix}, rep.Source)
+	assert.Empty(t, rep.Empty)
+	require.Len(t, rep.Advice, 2)
+	a, c := rep.Advice[0], rep.Advice[1] // sorted by scope key: anthropic first
 	assert.Equal(t, "openai/gpt-4o/team-a", c.Scope)
 	assert.Equal(t, "Summarize", c.Kind)
 	assert.InDelta(t, 1000, c.Calls, 1e-9)
@@ -79,7 +76,8 @@ func TestAdviseRefusesWhatItCannotDo(t *testing.T) {
 		{"help", []string{"-h"}, 0, "usage: tollgate advise [flags]"},
 		{"bad flag", []string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{"an argument", []string{"openai/gpt-4o/team-a"}, 2, "unexpected argument"},
-		{"empty store", []string{"-redis", addr, "-prefix", prefix}, 1, "nothing learned in Redis at \"" + addr + "\" under prefix \"" + prefix + "\""},
+		{"empty store", []string{"-redis", addr, "-prefix", prefix}, 3, "nothing learned in Redis at \"" + addr + "\" under prefix \"" + prefix + "\""},
+		{"empty store, json", []string{"-redis", addr, "-prefix", prefix, "-json"}, 3, "nothing learned"},
 		{"bad address", []string{"-redis", "127.0.0.1:1"}, 1, "cannot reach Redis at \"127.0.0.1:1\""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +86,13 @@ func TestAdviseRefusesWhatItCannotDo(t *testing.T) {
 			assert.Contains(t, errOut.String(), tt.stderr)
 			if tt.name == "help" {
 				assert.True(t, strings.Contains(errOut.String(), "-json"), "the flags are listed")
+			}
+			if tt.name == "empty store, json" {
+				var rep adviseReport
+				require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+				assert.Empty(t, rep.Advice)
+				assert.Contains(t, rep.Empty, "nothing learned in Redis at")
+				assert.Contains(t, out.String(), `"advice":[]`)
 			}
 		})
 	}

@@ -1,11 +1,17 @@
 // Command tollgate is tollgate's operator CLI.
 //
-//	tollgate status   [-redis addr] [-prefix p] [-json] [-classes names]   live budgets, leases, tickets, blocks, fairness flows and keys per scope
-//	tollgate unblock  [-redis addr] [-credential] SCOPE  lift a scope's block (and its credential's)
-//	tollgate advise   [-redis addr] [-prefix p] [-json]   learned output per scope and call kind against max_tokens
-//	tollgate simulate [-provider openai] [-tpm n] ...    try limits on a workload before production
+//	tollgate status   [connection] [-json] [-watch 5s] [-classes names]   live budgets, leases, tickets, blocks, fairness flows and keys per scope
+//	tollgate unblock  [connection] [-json] [-credential] SCOPE            lift a scope's block (and its credential's)
+//	tollgate advise   [connection] [-json]                                learned output per scope and call kind against max_tokens
+//	tollgate simulate [-workload file] [-config file] [-tpm n] ... [-json] [-plot file.svg|.html]   a workload against limits on a simulated clock
 //
-// Run a subcommand with -h for its flags.
+// The connection flags, shared by every command on the Redis store:
+// -redis addr[,addr...], -cluster, -sentinel-master name, -user, -tls,
+// -prefix, -timeout. Flags take one dash or two (-json, --json).
+// Run a subcommand with -h for its flags and examples.
+//
+// Exit status: 0 ok, 1 failure, 2 usage, 3 empty (nothing stored under the
+// prefix).
 package main
 
 import (
@@ -16,19 +22,29 @@ import (
 	"io"
 	"os"
 	"os/signal"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
+	redis.SetLogger(quietLogger{}) // the commands say what failed, once
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is the CLI: it returns the exit status (0 ok, 1 failure, 2 usage).
+// quietLogger drops go-redis's own log lines (a retried dial, a lost
+// Sentinel): the command reports the error that ends it.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// run is the CLI: it returns the exit status (exitOK, exitFailure,
+// exitUsage, exitEmpty).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return 2
+		return exitUsage
 	}
 	var err error
 	switch args[0] {
@@ -42,23 +58,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = simulate(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
-		return 0
+		return exitOK
 	default:
 		fmt.Fprintf(stderr, "tollgate: unknown command %q\n", args[0])
 		usage(stderr)
-		return 2
+		return exitUsage
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0 // the flag set printed the help
-	}
-	if err == errUsage {
-		return 2
-	}
-	if err != nil {
+	return exitStatus(err, stderr)
+}
+
+// exitStatus prints err to stderr, if it has something to say, and returns
+// the exit status it means.
+func exitStatus(err error, stderr io.Writer) int {
+	var empty *emptyError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK // the flag set printed the help
+	case err == errUsage:
+		return exitUsage // the flag set printed why
+	case errors.Is(err, errUsage):
 		fmt.Fprintln(stderr, "tollgate:", err)
-		return 1
+		return exitUsage
+	case errors.As(err, &empty):
+		fmt.Fprintln(stderr, "tollgate:", err)
+		return exitEmpty
 	}
-	return 0
+	fmt.Fprintln(stderr, "tollgate:", err)
+	return exitFailure
 }
 
 func usage(w io.Writer) {
@@ -70,6 +98,13 @@ commands:
   advise     output learned per scope and call kind against max_tokens, and the TPM oversizing costs
   simulate   run a workload against limits on a simulated clock and report waits and utilization
 
-Run 'tollgate <command> -h' for a command's flags.
+Connection flags (status, unblock, advise): -redis addr[,addr...] (env
+TOLLGATE_REDIS_ADDR), -cluster, -sentinel-master name, -user, -tls, -prefix,
+-timeout. Every command takes -json. Flags take one dash or two.
+
+Exit status: 0 ok, 1 failure, 2 usage, 3 empty (nothing stored under the
+prefix).
+
+Run 'tollgate <command> -h' for a command's flags and examples.
 `)
 }

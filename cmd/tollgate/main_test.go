@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -40,7 +45,7 @@ func TestSimulationMatchesTheBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := runSimulation(tc.cfg)
 			require.NoError(t, err)
-			assert.InEpsilon(t, tc.makespan.Seconds(), r.Makespan.Seconds(), 0.02)
+			assert.InEpsilon(t, tc.makespan.Seconds(), time.Duration(r.Makespan).Seconds(), 0.02)
 			assert.Equal(t, tc.binding, r.Binding)
 			assert.Greater(t, r.Utilization, 0.95)
 			assert.LessOrEqual(t, r.Utilization, 1.0+1e-9)
@@ -65,9 +70,42 @@ func TestRunUsage(t *testing.T) {
 	assert.Equal(t, 2, run(context.Background(), nil, &out, &errOut))
 	assert.Equal(t, 2, run(context.Background(), []string{"frobnicate"}, &out, &errOut))
 	assert.Equal(t, 0, run(context.Background(), []string{"help"}, &out, &errOut))
+	for _, w := range []string{"status", "unblock", "advise", "simulate", "-redis addr[,addr...]", "-sentinel-master", "Exit status: 0 ok, 1 failure, 2 usage, 3 empty"} {
+		assert.Contains(t, out.String(), w)
+	}
 	out.Reset()
 	assert.Equal(t, 0, run(context.Background(), []string{"simulate", "-rpm", "60", "-calls", "10", "-latency", "1s"}, &out, &errOut))
 	assert.Contains(t, out.String(), "binding        requests")
 	assert.Equal(t, 2, run(context.Background(), []string{"simulate", "-bogus"}, &out, &errOut))
 	assert.Equal(t, 1, run(context.Background(), []string{"simulate", "-provider", "nope"}, &out, &errOut))
+}
+
+// exitStatus maps a command's error to the documented exit status and
+// says why on stderr.
+func TestExitStatus(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		err    error
+		code   int
+		stderr string
+	}{
+		{"ok", nil, exitOK, ""},
+		{"help", flag.ErrHelp, exitOK, ""},
+		{"usage, printed by the flag set", errUsage, exitUsage, ""},
+		{"usage with a reason", fmt.Errorf("%w: -count is -1", errUsage), exitUsage, "tollgate: usage: -count is -1\n"},
+		{"empty", &emptyError{reason: "no scopes in Redis"}, exitEmpty, "tollgate: no scopes in Redis\n"},
+		{"wrapped empty", fmt.Errorf("status: %w", &emptyError{reason: "no scopes"}), exitEmpty, "tollgate: status: no scopes\n"},
+		{"failure", errors.New("boom"), exitFailure, "tollgate: boom\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var errOut bytes.Buffer
+			assert.Equal(t, tt.code, exitStatus(tt.err, &errOut))
+			assert.Equal(t, tt.stderr, errOut.String())
+		})
+	}
+}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{}) // as main does
+	os.Exit(m.Run())
 }

@@ -2,20 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 )
-
-var errUsage = errors.New("usage")
 
 // scopeStatus is one scope's line of `tollgate status`.
 type scopeStatus struct {
@@ -69,50 +64,156 @@ type keyStatus struct {
 	Share map[string]float64 `json:"share_levels,omitempty"`
 }
 
+// statusReport is one reading of `tollgate status`, its -json line (one
+// per refresh with -watch).
+type statusReport struct {
+	// At is when the reading was taken (the local clock).
+	At     time.Time `json:"at"`
+	Source source    `json:"source"`
+	// Scopes are the scopes with state under the prefix, by key.
+	Scopes []scopeStatus `json:"scopes"`
+	// Empty, if set, says why Scopes is empty: nothing under the prefix.
+	Empty string `json:"empty,omitempty"`
+	// Error, if set, is why this refresh of -watch failed; the next one
+	// tries again.
+	Error string `json:"error,omitempty"`
+}
+
+const statusUsage = `usage: tollgate status [flags]
+
+Shows every scope with state in the Redis store under -prefix, read-only:
+each budget's level against its capacity (a negative level is debt or
+booked tickets), calls in flight, booked tickets and how far ahead the last
+one is due (QUEUE), blocks in force (a cooldown after a 429, an exhausted
+quota, a rejected credential, an open breaker), then the fair-queuing flows
+(class, fairness key, rank, waiting calls, tokens granted, lead over their
+share) and the fairness keys with caps (tokens used today, share buckets).
+
+A scope's state expires some time after its last call, so an idle scope
+disappears; an empty listing exits 3 and says where it looked.
+
+examples:
+  tollgate status -redis 10.0.0.5:6379
+  tollgate status -redis node1:6379,node2:6379,node3:6379 -json      # a Cluster
+  tollgate status -redis sentinel1:26379,sentinel2:26379 -sentinel-master tollgate
+  tollgate status -watch 5s                                          # refresh every 5 s until Ctrl-C
+  tollgate status -watch 10 -count 6 -json > status.jsonl            # a minute of readings, one JSON line each
+
+flags:
+`
+
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("status", statusUsage, stderr, true)
 	var rf redisFlags
 	rf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
-	classList := fs.String("classes", "", "the workers' class names in index order, comma-separated, as in interceptor.Options.Classes (default: the built-in "+
+	asJSON := fs.Bool("json", false, "print one JSON object per reading (statusReport: at, source, scopes, empty, error) instead of tables")
+	classList := fs.String("classes", "", "the workers' class `names` in index order, comma-separated, as in interceptor.Options.Classes (default: the built-in "+
 		strings.Join(builtinClassNames(), ",")+")")
+	var every interval
+	fs.Var(&every, "watch", "refresh every `period` (5s, or seconds: 5) until interrupted; 0: once")
+	count := fs.Int("count", 0, "with -watch, stop after this many readings (0: until interrupted)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	store, release, err := rf.open(ctx)
-	if err != nil {
-		return err
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tollgate status: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
 	}
-	defer release()
-	scopes, err := store.Scopes(ctx)
-	if err != nil {
-		return err
+	if *count < 0 {
+		return fmt.Errorf("%w: -count is %d; want >= 0", errUsage, *count)
 	}
 	names := builtinClassNames()
 	if *classList != "" {
 		names = strings.Split(*classList, ",")
 	}
-	var lines []scopeStatus
-	for _, sc := range scopes {
-		snap, err := store.Snapshot(ctx, sc)
-		if err != nil {
-			return fmt.Errorf("snapshot of %s: %w", sc.Key(), err)
-		}
-		lines = append(lines, statusOf(snap, names))
+	dctx, cancel := context.WithTimeout(ctx, rf.timeout)
+	store, release, err := rf.open(dctx)
+	cancel()
+	if err != nil {
+		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, l := range lines {
-			if err := enc.Encode(l); err != nil {
-				return err
+	defer release()
+
+	read := func() (statusReport, error) {
+		rep := statusReport{At: time.Now(), Source: rf.source(), Scopes: []scopeStatus{}}
+		ctx, cancel := context.WithTimeout(ctx, rf.timeout)
+		defer cancel()
+		scopes, err := store.Scopes(ctx)
+		if err != nil {
+			return rep, err
+		}
+		for _, sc := range scopes {
+			snap, err := store.Snapshot(ctx, sc)
+			if err != nil {
+				return rep, fmt.Errorf("snapshot of %s: %w", sc.Key(), err)
+			}
+			rep.Scopes = append(rep.Scopes, statusOf(snap, names))
+		}
+		if len(rep.Scopes) == 0 {
+			e := rf.empty(ctx, "no scopes", "no worker has used a scope recently (state expires after a scope goes idle)")
+			rep.Empty = e.reason
+			return rep, e
+		}
+		return rep, nil
+	}
+	show := func(rep statusReport, err error) error {
+		if *asJSON {
+			if err != nil && rep.Empty == "" {
+				rep.Error = err.Error()
+			}
+			return writeJSON(stdout, rep)
+		}
+		if every > 0 {
+			if isTerminal(stdout) {
+				fmt.Fprint(stdout, "\x1b[H\x1b[2J") // clear the screen
+			}
+			fmt.Fprintf(stdout, "%s under prefix %q at %s (every %v; Ctrl-C stops)\n", rf.where(), rf.prefix,
+				rep.At.Format("15:04:05"), time.Duration(every))
+		}
+		switch {
+		case rep.Empty != "":
+			_, err := fmt.Fprintln(stdout, rep.Empty)
+			return err
+		case err != nil:
+			_, err := fmt.Fprintln(stdout, "refresh failed:", err)
+			return err
+		}
+		return printStatus(stdout, rep.Scopes)
+	}
+
+	if every == 0 {
+		rep, err := read()
+		var empty *emptyError
+		if err != nil && !errors.As(err, &empty) {
+			return err
+		}
+		if *asJSON || empty == nil {
+			if werr := show(rep, err); werr != nil {
+				return werr
 			}
 		}
-		return nil
+		return err // the empty reason: on stderr, exit 3
 	}
-	return printStatus(stdout, lines)
+	tick := time.NewTicker(time.Duration(every))
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		rep, err := read()
+		if ctx.Err() != nil {
+			return nil // interrupted during the reading: the end of a watch
+		}
+		if werr := show(rep, err); werr != nil {
+			return werr
+		}
+		if *count > 0 && n >= *count {
+			return err // the last reading's status
+		}
+		select {
+		case <-ctx.Done():
+			return nil // interrupted: the end of a watch
+		case <-tick.C:
+		}
+	}
 }
 
 // builtinClassNames is the names of the built-in classes in index order.
@@ -201,7 +302,7 @@ func className(c capacity.Class, classNames []string) string {
 
 func printStatus(w io.Writer, lines []scopeStatus) error {
 	if len(lines) == 0 {
-		_, err := fmt.Fprintln(w, "no scopes in Redis under this prefix (nothing used recently)")
+		_, err := fmt.Fprintln(w, "no scopes")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -285,11 +386,4 @@ func printKeys(w io.Writer, lines []scopeStatus) error {
 // blockString describes b as of now: "cooldown for 42s".
 func blockString(b capacity.Block, now time.Time) string {
 	return fmt.Sprintf("%s for %v", b.Reason, b.Until.Sub(now).Round(time.Second))
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -15,20 +13,13 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
-	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 func TestStatusShowsScopesFromRedis(t *testing.T) {
 	addr := testenv.RedisAddr()
-	rdb := testenv.RedisClient(t)
 	ctx := context.Background()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "tgcli-" + hex.EncodeToString(b[:])
-	store, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-	require.NoError(t, err)
-	defer store.Close()
+	store, prefix := freshStore(t)
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}
 	limits := capacity.Limits{RequestsPerMinute: 60, TokensPerMinute: 60000, MaxInFlight: 10, SafetyMargin: 1}
 	var c capacity.Charges
@@ -41,8 +32,14 @@ func TestStatusShowsScopesFromRedis(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run(ctx, []string{"status", "-redis", addr, "-prefix", prefix, "-json"}, &out, &errOut), errOut.String())
-	var st scopeStatus
-	require.NoError(t, json.Unmarshal(out.Bytes(), &st))
+	var rep statusReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	assert.Equal(t, source{Redis: addr, Mode: "single", Prefix: prefix}, rep.Source)
+	assert.WithinDuration(t, time.Now(), rep.At, time.Minute)
+	assert.Empty(t, rep.Empty)
+	assert.Empty(t, rep.Error)
+	require.Len(t, rep.Scopes, 1)
+	st := rep.Scopes[0]
 	assert.Equal(t, sc.Key(), st.Scope)
 	assert.Equal(t, 5, st.InFlight, "the burst admitted five")
 	assert.Equal(t, 1, st.Tickets)
@@ -55,7 +52,85 @@ func TestStatusShowsScopesFromRedis(t *testing.T) {
 	require.Equal(t, 0, run(ctx, []string{"status", "-redis", addr, "-prefix", prefix}, &out, &errOut))
 	assert.Contains(t, out.String(), "openai/gpt-4o/team-a")
 	assert.Contains(t, out.String(), "5/10")
-	_ = rdb.Del(ctx, "{"+prefix+":openai/team-a}:epoch")
+	once := strings.Count(out.String(), sc.Key())
+
+	// -watch: one reading per period, each a whole report.
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"status", "-redis", addr, "-prefix", prefix, "--json", "--watch", "0.001", "--count", "3"}, &out, &errOut), errOut.String())
+	dec := json.NewDecoder(&out)
+	n := 0
+	for dec.More() {
+		var r statusReport
+		require.NoError(t, dec.Decode(&r))
+		require.Len(t, r.Scopes, 1)
+		assert.Equal(t, sc.Key(), r.Scopes[0].Scope)
+		n++
+	}
+	assert.Equal(t, 3, n)
+	out.Reset()
+	require.Equal(t, 0, run(ctx, []string{"status", "-redis", addr, "-prefix", prefix, "-watch", "1ms", "-count", "2"}, &out, &errOut), errOut.String())
+	assert.Equal(t, 2, strings.Count(out.String(), `Redis at "`+addr+`" under prefix "`+prefix+`" at `), out.String())
+	assert.Equal(t, 2*once, strings.Count(out.String(), sc.Key()))
+	assert.NotContains(t, out.String(), "\x1b[", "no screen clearing off a terminal")
+}
+
+// An empty store, or a prefix with nothing under it, exits 3 with a
+// message naming where status looked (and the prefixes that hold state);
+// -json prints an empty report with that reason.
+func TestStatusOfAnEmptyStore(t *testing.T) {
+	other, otherPrefix := freshStore(t)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}
+	var c capacity.Charges
+	c[capacity.Requests] = 1
+	_, err := other.Reserve(context.Background(), capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60}, Call: "c", Attempt: 1, Charges: c})
+	require.NoError(t, err)
+	_, prefix := freshStore(t)
+	addr := testenv.RedisAddr()
+
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitEmpty, run(context.Background(), []string{"status", "-redis", addr, "-prefix", prefix}, &out, &errOut))
+	assert.Empty(t, out.String())
+	msg := errOut.String()
+	assert.Contains(t, msg, `tollgate: no scopes in Redis at "`+addr+`" under prefix "`+prefix+`": no worker has used a scope recently`)
+	assert.Contains(t, msg, "check -prefix")
+	if !strings.Contains(msg, "and ") { // the hint lists five prefixes at most
+		assert.Contains(t, msg, `"`+otherPrefix+`"`, "the prefixes that do hold state")
+	}
+
+	out.Reset()
+	errOut.Reset()
+	require.Equal(t, exitEmpty, run(context.Background(), []string{"status", "-redis", addr, "-prefix", prefix, "-json"}, &out, &errOut))
+	var rep statusReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	assert.NotNil(t, rep.Scopes)
+	assert.Empty(t, rep.Scopes)
+	assert.Contains(t, rep.Empty, "no scopes in Redis at")
+	assert.Contains(t, out.String(), `"scopes":[]`, "an empty list, not null")
+	assert.Contains(t, errOut.String(), "no scopes")
+
+	// A watch shows the empty reading and goes on.
+	out.Reset()
+	require.Equal(t, exitEmpty, run(context.Background(), []string{"status", "-redis", addr, "-prefix", prefix, "-watch", "1ms", "-count", "2"}, &out, &errOut))
+	assert.Equal(t, 2, strings.Count(out.String(), "no scopes in Redis"))
+}
+
+func TestStatusRefusesBadArguments(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"an argument", []string{"openai/gpt-4o/team-a"}, "unexpected argument"},
+		{"bad watch", []string{"-watch", "soon"}, "want a duration (5s) or seconds (5)"},
+		{"negative watch", []string{"-watch", "-1s"}, "want >= 0"},
+		{"negative count", []string{"-count", "-1"}, "-count is -1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			assert.Equal(t, exitUsage, run(context.Background(), append([]string{"status"}, tt.args...), &out, &errOut))
+			assert.Contains(t, errOut.String(), tt.stderr)
+		})
+	}
 }
 
 // TestStatusShowsFlowsAndKeys: a scope's fair-queuing flows (class, key,

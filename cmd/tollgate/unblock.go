@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 )
@@ -21,6 +18,9 @@ type unblockResult struct {
 	Credential string `json:"credential,omitempty"`
 	// Lifted are the blocks that were in force ("cooldown for 42s").
 	Lifted []string `json:"lifted"`
+	// Empty, if set, says why nothing was lifted: the store has no scopes
+	// under the prefix.
+	Empty string `json:"empty,omitempty"`
 }
 
 const unblockUsage = `usage: tollgate unblock [flags] SCOPE
@@ -35,22 +35,23 @@ API key), which holds every scope on that credential.
 
 Unblock when the reason is gone (the quota was raised, the key replaced) or
 the block is wrong. A block whose reason remains comes back with the next
-failure.
+failure. A SCOPE the store has no state for fails and names the scopes it
+has; a store with no scopes at all under -prefix exits 3.
+
+examples:
+  tollgate unblock openai/gpt-4o/team-a
+  tollgate unblock -credential -json anthropic/claude-sonnet-4-5/team-b
+  tollgate unblock -redis node1:6379,node2:6379 openai/gpt-4o/team-a   # on a Cluster
 
 flags:
 `
 
 func unblock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("unblock", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), unblockUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("unblock", unblockUsage, stderr, true)
 	var rf redisFlags
 	rf.register(fs)
 	credential := fs.Bool("credential", false, "also lift the block of SCOPE's credential (every scope on it)")
-	asJSON := fs.Bool("json", false, "print the result as a JSON line")
+	asJSON := fs.Bool("json", false, "print the result as one JSON object (unblockResult: scope, credential, lifted)")
 	// Flags may come before or after SCOPE.
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -75,7 +76,7 @@ func unblock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return errUsage
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	store, release, err := rf.open(ctx)
 	if err != nil {
@@ -89,12 +90,30 @@ func unblock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// A scope the store has no state for is a typo, unless it is here to
 	// name a blocked credential whose scopes have all gone quiet.
 	known := slices.ContainsFunc(scopes, func(s capacity.Scope) bool { return s.Key() == sc.Key() })
-	if !known && !*credential {
-		return unknownScope(sc, rf, scopes)
+	// empty reports an empty store, with -json as a result.
+	empty := func(e *emptyError) error {
+		if *asJSON {
+			if err := writeJSON(stdout, unblockResult{Scope: sc.Key(), Lifted: []string{}, Empty: e.reason}); err != nil {
+				return err
+			}
+		}
+		return e
 	}
-	snap, err := store.Snapshot(ctx, sc)
+	snap, err := store.Snapshot(ctx, sc) // read-only, also for a scope without state
 	if err != nil {
 		return fmt.Errorf("snapshot of %s: %w", sc.Key(), err)
+	}
+	if !known && !*credential {
+		for _, b := range snap.Blocks {
+			if b.Credential {
+				return fmt.Errorf("%w %s: %s has no state for it under prefix %q, but its credential %s is blocked (%s): add -credential to lift that",
+					errUnknownScope, sc.Key(), rf.where(), rf.prefix, sc.CredentialKey(), blockString(b, snap.Now))
+			}
+		}
+		if len(scopes) == 0 {
+			return empty(rf.empty(ctx, "no scopes", "nothing to unblock (state expires after a scope goes idle)"))
+		}
+		return unknownScope(sc, &rf, scopes)
 	}
 	res := unblockResult{Scope: sc.Key(), Lifted: []string{}}
 	if *credential {
@@ -106,7 +125,10 @@ func unblock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if !known && len(res.Lifted) == 0 {
-		return unknownScope(sc, rf, scopes)
+		if len(scopes) == 0 {
+			return empty(rf.empty(ctx, "no scopes and no block of credential "+sc.CredentialKey(), "nothing to unblock"))
+		}
+		return unknownScope(sc, &rf, scopes)
 	}
 	if err := store.Unblock(ctx, sc, false); err != nil {
 		return fmt.Errorf("unblock %s: %w", sc.Key(), err)
@@ -117,7 +139,7 @@ func unblock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(res)
+		return writeJSON(stdout, res)
 	}
 	what := sc.Key()
 	if *credential {
@@ -136,19 +158,15 @@ var errUnknownScope = errors.New("unknown scope")
 
 // unknownScope explains that sc is not in the store, naming the scopes that
 // are (up to ten).
-func unknownScope(sc capacity.Scope, rf redisFlags, scopes []capacity.Scope) error {
+func unknownScope(sc capacity.Scope, rf *redisFlags, scopes []capacity.Scope) error {
 	keys := make([]string, 0, len(scopes))
 	for _, s := range scopes {
 		keys = append(keys, s.Key())
 	}
 	slices.Sort(keys)
-	hint := "it has no scopes at all: check -prefix"
-	if len(keys) > 0 {
-		if len(keys) > 10 {
-			keys = append(keys[:10], "...")
-		}
-		hint = "known scopes: " + strings.Join(keys, ", ")
+	if len(keys) > 10 {
+		keys = append(keys[:10], "...")
 	}
-	return fmt.Errorf("%w %s: Redis at %q has no state for it under prefix %q; %s",
-		errUnknownScope, sc.Key(), rf.addr, rf.prefix, hint)
+	return fmt.Errorf("%w %s: %s has no state for it under prefix %q; known scopes: %s",
+		errUnknownScope, sc.Key(), rf.where(), rf.prefix, strings.Join(keys, ", "))
 }

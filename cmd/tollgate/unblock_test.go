@@ -108,7 +108,10 @@ func TestUnblockRefusesWhatItCannotDo(t *testing.T) {
 		{"bad flag", []string{"-bogus", sc.Key()}, 2, "flag provided but not defined: -bogus"},
 		{"unknown scope", []string{"-redis", addr, "-prefix", prefix, "openai/gpt-4o/team-z"}, 1,
 			"unknown scope openai/gpt-4o/team-z: Redis at \"" + addr + "\" has no state for it under prefix \"" + prefix + "\"; known scopes: openai/gpt-4o/team-a"},
-		{"unknown prefix", []string{"-redis", addr, "-prefix", prefix + "-nope", sc.Key()}, 1, "no scopes at all: check -prefix"},
+		{"unknown prefix", []string{"-redis", addr, "-prefix", prefix + "-nope", sc.Key()}, 3,
+			"no scopes in Redis at \"" + addr + "\" under prefix \"" + prefix + "-nope\": nothing to unblock"},
+		{"unknown prefix, credential", []string{"-redis", addr, "-prefix", prefix + "-nope", "-credential", sc.Key()}, 3,
+			"no scopes and no block of credential openai/team-a in Redis at"},
 		{"bad address", []string{"-redis", "127.0.0.1:1", sc.Key()}, 1, "cannot reach Redis at \"127.0.0.1:1\""},
 	}
 	for _, tt := range tests {
@@ -118,6 +121,18 @@ func TestUnblockRefusesWhatItCannotDo(t *testing.T) {
 			assert.Contains(t, errOut.String(), tt.stderr)
 		})
 	}
+}
+
+// With -json an empty store is an empty result with the reason.
+func TestUnblockJSONOfAnEmptyStore(t *testing.T) {
+	_, prefix := freshStore(t)
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitEmpty, run(context.Background(), []string{"unblock", "-redis", testenv.RedisAddr(), "-prefix", prefix, "-json", "openai/gpt-4o/team-a"}, &out, &errOut))
+	var res unblockResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
+	assert.Equal(t, "openai/gpt-4o/team-a", res.Scope)
+	assert.Empty(t, res.Lifted)
+	assert.Contains(t, res.Empty, "no scopes in Redis at")
 }
 
 func TestUnblockNamesAQuietCredential(t *testing.T) {
@@ -131,6 +146,7 @@ func TestUnblockNamesAQuietCredential(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.Equal(t, 1, run(ctx, []string{"unblock", "-redis", testenv.RedisAddr(), "-prefix", prefix, sc.Key()}, &out, &errOut),
 		"without -credential there is nothing of the scope's own to lift")
+	assert.Contains(t, errOut.String(), "but its credential anthropic/team-q is blocked (credential_disabled for 1h0m0s): add -credential to lift that")
 	require.Equal(t, 0, run(ctx, []string{"unblock", "-redis", testenv.RedisAddr(), "-prefix", prefix, "-credential", sc.Key()}, &out, &errOut), errOut.String())
 	assert.Empty(t, blocksOf(t, store, sc))
 }
