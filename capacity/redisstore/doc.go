@@ -71,7 +71,11 @@
 // {prefix:provider/credential}, so each script, a credential-wide block
 // included, touches one Cluster slot; see keys.go for the layout. Keys hold
 // names (Scope.Key), never secrets: Scope.Validate refuses key-shaped
-// credential names.
+// credential names. When a slot moves to another master, the store follows
+// it (its sharded subscriptions too); while the slot's keys are split
+// between the two, that credential's operations fail with
+// capacity.ErrStoreUnavailable and the others go on. docs/operations.md
+// says what a Cluster or Sentinel failover can lose.
 //
 // Authentication and TLS are the client's: set Username and Password (Redis
 // ACL) and TLSConfig in redis.Options (or ClusterOptions, FailoverOptions).
@@ -106,7 +110,10 @@
 // scope afresh at the burst level, like a new scope; Stats counts it. Leases
 // granted before the loss are unknown afterwards: settling one applies
 // nothing, renewing one returns capacity.ErrLeaseNotFound. Across a loss a
-// scope can grant up to one extra burst. Scripts reload on NOSCRIPT.
+// scope can grant up to one extra burst of each per-minute budget, and its
+// per-day counts start again at zero. A failover to a replica that has the
+// epoch but missed the last writes is not detected: the grants it missed
+// are granted again. Scripts reload on NOSCRIPT.
 //
 // # Waiting
 //

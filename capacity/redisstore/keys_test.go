@@ -154,6 +154,41 @@ func TestStateLost(t *testing.T) {
 	require.Len(t, snap.Leases, 3, "the leases of the lost state are gone with it")
 }
 
+// TestNoteEpoch: each change of a credential's epoch counts one reset; the
+// first epoch seen does not, nor does the reply that created an epoch when
+// another reply carrying it was read first (two operations crossed on a
+// new credential).
+func TestNoteEpoch(t *testing.T) {
+	type reply struct {
+		epoch string
+		reset bool
+	}
+	for _, tc := range []struct {
+		name    string
+		replies []reply
+		resets  int64
+	}{
+		{"first use", []reply{{"e1", true}, {"e1", false}}, 0},
+		{"crossed on first use", []reply{{"e1", false}, {"e1", true}}, 0},
+		{"lost", []reply{{"e1", false}, {"e2", true}, {"e2", false}}, 1},
+		{"lost, crossed", []reply{{"e1", false}, {"e2", false}, {"e2", true}}, 1},
+		{"lost twice", []reply{{"e1", false}, {"e2", true}, {"e3", true}}, 2},
+		{"read-only on a new credential", []reply{{"", false}, {"e1", true}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+			defer rdb.Close()
+			s, err := New(rdb, Options{})
+			require.NoError(t, err)
+			k := s.keysFor(keysScope)
+			for _, r := range tc.replies {
+				s.noteEpoch(k, header{epoch: r.epoch, reset: r.reset})
+			}
+			require.Equal(t, tc.resets, s.Stats().Resets)
+		})
+	}
+}
+
 // TestCorruptState: a key overwritten by something else is an error, never
 // a panic and never a grant.
 func TestCorruptState(t *testing.T) {

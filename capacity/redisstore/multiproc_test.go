@@ -23,12 +23,14 @@ import (
 
 // Environment of a child process started by a multi-process test.
 const (
-	envRole   = "TOLLGATE_MP_ROLE"
-	envPrefix = "TOLLGATE_MP_PREFIX"
-	envProc   = "TOLLGATE_MP_PROC"
-	envStart  = "TOLLGATE_MP_START" // Redis time, unix microseconds
-	envEnd    = "TOLLGATE_MP_END"
-	envLog    = "TOLLGATE_MP_LOG"
+	envRole    = "TOLLGATE_MP_ROLE"
+	envPrefix  = "TOLLGATE_MP_PREFIX"
+	envProc    = "TOLLGATE_MP_PROC"
+	envStart   = "TOLLGATE_MP_START" // Redis time, unix microseconds
+	envEnd     = "TOLLGATE_MP_END"
+	envLog     = "TOLLGATE_MP_LOG"
+	envCluster = "TOLLGATE_MP_CLUSTER" // Cluster node addresses, comma-separated; unset: the test Redis
+	envScopes  = "TOLLGATE_MP_SCOPES"  // the scopes' credentials, comma-separated
 )
 
 const (
@@ -37,7 +39,10 @@ const (
 	mpDuration   = 10 * time.Second
 )
 
-var mpScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "multiproc"}
+// mpScope is the scope of a multi-process run's credential.
+func mpScope(credential string) capacity.Scope {
+	return capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: credential}
+}
 
 // mpLimits bind on combined tokens (20,000/s); every other dimension is
 // limited too, loosely, so the oracle checks them all.
@@ -66,31 +71,56 @@ func TestMultiProcess(t *testing.T) {
 		t.Skip("10 s run")
 	}
 	rdb := testClient(t)
-	prefix := testPrefix(t, rdb)
+	runMultiProcess(t, "^TestMultiProcess$", rdb, testPrefix(t, rdb), []string{"multiproc"}, nil)
+}
+
+// runMultiProcess starts mpProcs worker processes (this test binary, running
+// the test run with the worker role and env) on the scopes of credentials
+// under prefix, each goroutine on one scope in turn, and checks every
+// scope's invariants from the workers' logs.
+func runMultiProcess(t *testing.T, run string, rdb redis.UniversalClient, prefix string, credentials []string, env map[string]string) {
 	now := redisNow(t, rdb)
 	start := now.Add(1500 * time.Millisecond)
 	end := start.Add(mpDuration)
 	dir := t.TempDir()
 	var cmds []*exec.Cmd
 	for p := range mpProcs {
-		cmd := child(t, "^TestMultiProcess$", map[string]string{
-			envRole: "worker", envPrefix: prefix, envProc: strconv.Itoa(p),
+		e := map[string]string{
+			envRole: "worker", envPrefix: prefix, envProc: strconv.Itoa(p), envScopes: strings.Join(credentials, ","),
 			envStart: strconv.FormatInt(start.UnixMicro(), 10), envEnd: strconv.FormatInt(end.UnixMicro(), 10),
 			envLog: filepath.Join(dir, fmt.Sprintf("proc-%d.log", p)),
-		})
+		}
+		for k, v := range env {
+			e[k] = v
+		}
+		cmd := child(t, run, e)
 		require.NoError(t, cmd.Start())
 		cmds = append(cmds, cmd)
 	}
 	for p, cmd := range cmds {
 		require.NoError(t, cmd.Wait(), "process %d:\n%s", p, cmd.Stdout)
 	}
-	var leases []mpLease
+	byScope := make([][]mpLease, len(credentials))
 	for p := range mpProcs {
-		leases = append(leases, readMPLog(t, filepath.Join(dir, fmt.Sprintf("proc-%d.log", p)))...)
+		for _, l := range readMPLog(t, filepath.Join(dir, fmt.Sprintf("proc-%d.log", p))) {
+			require.Less(t, l.scope, len(credentials))
+			byScope[l.scope] = append(byScope[l.scope], l)
+		}
 	}
+	for i, leases := range byScope {
+		if len(credentials) > 1 {
+			t.Logf("scope %s:", mpScope(credentials[i]).Key())
+		}
+		checkMultiProcess(t, leases, len(credentials), start, end)
+	}
+}
+
+// checkMultiProcess checks one scope's calls of a multi-process run on
+// scopes scopes between start and end (Redis time).
+func checkMultiProcess(t *testing.T, leases []mpLease, scopes int, start, end time.Time) {
 	require.NotEmpty(t, leases)
 	budgets := mpLimits.Budgets()
-	t.Logf("%d processes × %d goroutines, %v: %d calls granted and settled", mpProcs, mpGoroutines, mpDuration, len(leases))
+	t.Logf("%d processes × %d goroutines over %d scope(s), %v: %d calls granted and settled on this one", mpProcs, mpGoroutines, scopes, mpDuration, len(leases))
 
 	// Conformance: over any interval [a, b], the net charges granted in a
 	// dimension never exceed capacity + rate × (b − a).
@@ -124,18 +154,30 @@ func TestMultiProcess(t *testing.T) {
 
 // mpLease is one call as a worker logged it, times in Redis time.
 type mpLease struct {
+	scope            int // index in the run's credentials
 	granted, settled time.Time
 	reserved, final  capacity.Charges
 }
 
+// mpClient is a worker process's client: on the Cluster of $TOLLGATE_MP_CLUSTER
+// if set, else on the test Redis.
+func mpClient() redis.UniversalClient {
+	if addrs := os.Getenv(envCluster); addrs != "" {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 32})
+	}
+	return redis.NewClient(&redis.Options{Addr: redisAddr(), PoolSize: 32})
+}
+
 // mpWorker is one child process: mpGoroutines goroutines reserving and
-// settling from a seeded distribution between start and end.
+// settling from a seeded distribution between start and end, goroutine g on
+// scope g mod the number of scopes.
 func mpWorker(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr(), PoolSize: 32})
+	rdb := mpClient()
 	defer rdb.Close()
 	s, err := New(rdb, Options{Prefix: os.Getenv(envPrefix)})
 	require.NoError(t, err)
 	defer s.Close()
+	credentials := strings.Split(os.Getenv(envScopes), ",")
 	proc, _ := strconv.Atoi(os.Getenv(envProc))
 	startUS, _ := strconv.ParseInt(os.Getenv(envStart), 10, 64)
 	endUS, _ := strconv.ParseInt(os.Getenv(envEnd), 10, 64)
@@ -156,10 +198,12 @@ func mpWorker(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(proc), uint64(g)))
+			scope := g % len(credentials)
+			sc := mpScope(credentials[scope])
 			for i := 0; ctx.Err() == nil; i++ {
 				in, out := 100+rng.Int64N(500), 50+rng.Int64N(350)
 				c := capacity.OpenAIProfile{}.Charges(capacity.Demand{InputTokens: in, MaxTokens: out})
-				req := capacity.Request{Scope: mpScope, Limits: mpLimits, Call: fmt.Sprintf("p%d-g%d-%d", proc, g, i), Attempt: 1, Charges: c, TTL: time.Minute, Book: true}
+				req := capacity.Request{Scope: sc, Limits: mpLimits, Call: fmt.Sprintf("p%d-g%d-%d", proc, g, i), Attempt: 1, Charges: c, TTL: time.Minute, Book: true}
 				res, err := capacity.Wait(ctx, s, req, capacity.WaitOptions{})
 				if ctx.Err() != nil {
 					return
@@ -179,7 +223,7 @@ func mpWorker(t *testing.T) {
 				if err != nil {
 					failures = append(failures, fmt.Errorf("settle: %w", err))
 				} else {
-					fmt.Fprintf(w, "%d %d %s %s\n", res.Lease.GrantedAt.UnixMicro(), at.UnixMicro(), chargesText(res.Lease.Charges), chargesText(final))
+					fmt.Fprintf(w, "%d %d %d %s %s\n", scope, res.Lease.GrantedAt.UnixMicro(), at.UnixMicro(), chargesText(res.Lease.Charges), chargesText(final))
 				}
 				mu.Unlock()
 			}
@@ -189,6 +233,7 @@ func mpWorker(t *testing.T) {
 	require.NoError(t, w.Flush())
 	require.NoError(t, f.Close())
 	require.Empty(t, failures)
+	require.Zero(t, s.Stats().Resets)
 }
 
 func chargesText(c capacity.Charges) string {
@@ -219,12 +264,14 @@ func readMPLog(t *testing.T, path string) []mpLease {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		require.Len(t, fs, 4)
-		g, err1 := strconv.ParseInt(fs[0], 10, 64)
-		s, err2 := strconv.ParseInt(fs[1], 10, 64)
+		require.Len(t, fs, 5)
+		scope, err0 := strconv.Atoi(fs[0])
+		g, err1 := strconv.ParseInt(fs[1], 10, 64)
+		s, err2 := strconv.ParseInt(fs[2], 10, 64)
+		require.NoError(t, err0)
 		require.NoError(t, err1)
 		require.NoError(t, err2)
-		out = append(out, mpLease{granted: time.UnixMicro(g), settled: time.UnixMicro(s), reserved: parseCharges(t, fs[2]), final: parseCharges(t, fs[3])})
+		out = append(out, mpLease{scope: scope, granted: time.UnixMicro(g), settled: time.UnixMicro(s), reserved: parseCharges(t, fs[3]), final: parseCharges(t, fs[4])})
 	}
 	require.NoError(t, sc.Err())
 	return out

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -153,7 +154,7 @@ func (n *notifier) subscribe(k *scopeKeys) {
 		ctx, cancel := context.WithCancel(context.Background())
 		sub = &subscription{channels: map[string]string{k.channel: k.scopeKey}, add: make(chan string, 64), ctx: ctx, cancel: cancel}
 		n.subs[k.credKey] = sub
-		go n.run(ctx, sub, k.channel)
+		go n.run(ctx, sub)
 		return
 	}
 	if _, ok := sub.channels[k.channel]; !ok {
@@ -167,21 +168,80 @@ func (n *notifier) subscribe(k *scopeKeys) {
 	}
 }
 
-// run owns one PubSub: it subscribes, adds channels and delivers messages.
-// go-redis reconnects and resubscribes by itself after an outage.
-func (n *notifier) run(ctx context.Context, sub *subscription, first string) {
-	ps := n.s.rdb.SSubscribe(ctx, first)
+// run owns the subscription of one credential until ctx ends. go-redis
+// reconnects and resubscribes by itself after an outage; when a Cluster
+// master drops the subscription (the credential's slot moved: the server
+// sends SUNSUBSCRIBE) or never confirms it (it went to a master that no
+// longer owns the slot), run asks a Cluster client to reload its slot map
+// and subscribes again on a new connection, backing off up to
+// maxResubscribeWait.
+func (n *notifier) run(ctx context.Context, sub *subscription) {
+	for retry := 0; ctx.Err() == nil; retry++ {
+		if retry > 0 {
+			if r, ok := n.s.rdb.(interface{ ReloadState(context.Context) }); ok {
+				r.ReloadState(ctx)
+			}
+			wait := min(resubscribeWait<<min(retry-1, 8), maxResubscribeWait)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if n.listen(ctx, sub) {
+			retry = 0
+		}
+	}
+}
+
+// Resubscription timing (notifier.run): a subscription not confirmed within
+// confirmWait is made again after resubscribeWait, doubling up to
+// maxResubscribeWait.
+const (
+	confirmWait        = 2 * time.Second
+	resubscribeWait    = 50 * time.Millisecond
+	maxResubscribeWait = 5 * time.Second
+)
+
+// listen subscribes sub's channels on one PubSub connection, adds channels
+// and delivers messages until ctx ends, the server drops the subscription
+// or does not confirm it within confirmWait. It reports whether the
+// subscription was confirmed.
+func (n *notifier) listen(ctx context.Context, sub *subscription) (confirmed bool) {
+	n.mu.Lock()
+	channels := make([]string, 0, len(sub.channels))
+	for ch := range sub.channels {
+		channels = append(channels, ch)
+	}
+	n.mu.Unlock()
+	ps := n.s.rdb.SSubscribe(ctx, channels...)
 	defer ps.Close()
 	msgs := ps.ChannelWithSubscriptions()
+	unconfirmed := time.NewTimer(confirmWait)
+	defer unconfirmed.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return confirmed
+		case <-unconfirmed.C:
+			if !confirmed {
+				return false
+			}
 		case ch := <-sub.add:
 			_ = ps.SSubscribe(ctx, ch) // recorded and resubscribed on reconnect even if this fails
 		case m, ok := <-msgs:
 			if !ok {
-				return
+				return confirmed
+			}
+			if m, ok := m.(*redis.Subscription); ok {
+				switch m.Kind {
+				case "ssubscribe":
+					confirmed = true
+				case "sunsubscribe": // by the server: this store never unsubscribes
+					return confirmed
+				}
 			}
 			n.deliver(sub, m)
 		}

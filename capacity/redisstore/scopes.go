@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -24,6 +25,7 @@ func (s *Store) Scopes(ctx context.Context) ([]capacity.Scope, error) {
 // in errors.
 func (s *Store) scanScopes(ctx context.Context, infix, what string) ([]capacity.Scope, error) {
 	match := "{" + s.opts.Prefix + ":*}" + infix + "*"
+	var mu sync.Mutex // ForEachMaster scans the masters at once
 	seen := map[string]capacity.Scope{}
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
@@ -37,7 +39,9 @@ func (s *Store) scanScopes(ctx context.Context, infix, what string) ([]capacity.
 			if err != nil {
 				continue // not a scope key of ours
 			}
+			mu.Lock()
 			seen[sc.Key()] = sc
+			mu.Unlock()
 		}
 		return iter.Err()
 	}

@@ -224,17 +224,16 @@ func (r *reply) header() header {
 }
 
 // noteEpoch counts a change of a credential's epoch seen by this instance:
-// its state was lost and budgets restarted at the burst level.
+// its state was lost and budgets restarted at the burst level. Each change
+// counts once. The first epoch seen is not a change, and neither is a
+// reply that says it created the epoch this instance already knows: two
+// operations crossed, and the other's reply was read first.
 func (s *Store) noteEpoch(k *scopeKeys, h header) {
 	if h.epoch == "" {
 		return // a read-only script on a credential without an epoch yet
 	}
-	prev, loaded := s.epochs.Load(k.credKey)
-	changed := loaded && prev.(string) != h.epoch
-	if !loaded || changed {
-		s.epochs.Store(k.credKey, h.epoch)
-	}
-	if !changed && !(loaded && h.reset) {
+	prev, loaded := s.epochs.LoadOrStore(k.credKey, h.epoch)
+	if !loaded || prev.(string) == h.epoch || !s.epochs.CompareAndSwap(k.credKey, prev, h.epoch) {
 		return
 	}
 	s.resets.Add(1)

@@ -13,10 +13,16 @@ import (
 
 // failed turns a Redis error into the error an operation returns: the
 // context's error if it ended, a wrapped capacity.ErrStoreUnavailable if Redis
-// cannot be reached (and Redis is skipped for ProbeInterval), else the error.
+// cannot be reached (and Redis is skipped for ProbeInterval) or if the
+// scope's Cluster slot is moving (and only this operation fails), else the
+// error.
 func (s *Store) failed(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return ctx.Err()
+	}
+	if s.slotMoving(err) {
+		s.unavailable.Add(1)
+		return fmt.Errorf("redisstore: %s: %w (Cluster slot moving): %w", op, capacity.ErrStoreUnavailable, err)
 	}
 	if !unreachable(err) {
 		return fmt.Errorf("redisstore: %s: %w", op, err)
@@ -58,10 +64,24 @@ func unreachable(err error) bool {
 	if !errors.As(err, &rerr) {
 		return !errors.Is(err, redis.Nil)
 	}
-	for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "NOREPLICAS"} {
+	for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "BUSY", "OOM", "NOREPLICAS"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// slotMoving reports whether err says that the Cluster slot of the keys is
+// being moved to another master (redis-cli --cluster reshard, rebalance):
+// TRYAGAIN while its keys are split between the two, or a MOVED or ASK
+// redirection left when a Cluster client ran out of MaxRedirects. The other
+// slots are served meanwhile, so the store keeps using Redis. MOVED to a
+// client that is not a Cluster client is a misconfiguration, not a move.
+func (s *Store) slotMoving(err error) bool {
+	if redis.HasErrorPrefix(err, "TRYAGAIN") {
+		return true
+	}
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	return cluster && (redis.HasErrorPrefix(err, "MOVED ") || redis.HasErrorPrefix(err, "ASK "))
 }
