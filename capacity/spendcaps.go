@@ -14,7 +14,9 @@ import (
 //
 // A tenant is a fairness key, capped over every scope; a connection is a
 // credential (Scope.CredentialKey, "openai/team-a"), capped over every
-// model it serves. The day is each scope's day window (Limits.DayReset).
+// model it serves. The day is each scope's day window (Limits.DayReset),
+// named by the date it starts on (LedgerDay): a tenant's spend of a day sums
+// its calls on every scope whose window is named by that date.
 type SpendCaps struct {
 	// Tenants caps the fairness keys it names; "" names the calls without
 	// a key. A cap of 0 in it means no cap for that key (an exception to

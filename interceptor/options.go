@@ -172,8 +172,10 @@ type Options struct {
 	// scope's day window, before it reaches the store or the provider. Caps
 	// are checked against the Ledger's settled spend plus the worst case of
 	// this worker's unrecorded calls, so calls in flight on other workers
-	// may together pass a cap by what they cost. Setting a cap needs Ledger
-	// and Prices. The zero value caps nothing.
+	// may together pass a cap by what they cost; a ledger that cannot be
+	// read holds no call back. Each capped call costs one read of the
+	// store. Setting a cap needs Ledger and Prices. The zero value caps
+	// nothing.
 	SpendCaps capacity.SpendCaps
 	// TracerProvider receives the tollgate.admit spans. If nil, the
 	// provider of the span the activity runs in (that of Temporal's
