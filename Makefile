@@ -65,8 +65,9 @@ temporal: $(GOBIN)/temporal
 $(GOBIN)/temporal:
 	GOBIN=$(GOBIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
-## demo: a nightly batch and an interactive assistant share one quota on a real dev server.
-demo: temporal
+## demo: a nightly batch and an interactive assistant share one quota on a real dev server,
+## the budget and the cost ledger in Redis (then: go run ./cmd/tollgate cost -prefix tollgate-demo).
+demo: temporal redis
 	$(GO) run ./samples/assistant-batch/demo $(DEMO_FLAGS)
 
 ## histories: record the replay histories (workflows/testdata/histories) again

@@ -26,6 +26,13 @@ const (
 	// Verdict.ResetAt, the end of the scope's day window. The scope is not
 	// blocked: other keys' calls go on.
 	ReasonKeyQuota Reason = "key_quota"
+	// ReasonSpendCap: the call would take its tenant (fairness key) or its
+	// connection (credential) past its spend cap for the day
+	// (capacity.SpendCaps) until Verdict.ResetAt, the end of the scope's
+	// day window; Verdict.Code says which cap: SpendCapTenant or
+	// SpendCapConnection. Nothing reached the provider and the scope is
+	// not blocked.
+	ReasonSpendCap Reason = "spend_cap"
 	// ReasonWaitExceedsBound: a rate limit asked for a wait longer than
 	// Classifier.MaxRateLimitWait, so it is treated as exhaustion (for at
 	// most MaxUnknownWait: a per-minute budget's wait is cut to a minute).
@@ -38,6 +45,13 @@ const (
 	// ReasonRequestTooLarge: the request body is larger than the API accepts
 	// (413).
 	ReasonRequestTooLarge Reason = "request_too_large"
+)
+
+// The codes of a ReasonSpendCap verdict (Verdict.Code, Details.Code): which
+// cap refused the call.
+const (
+	SpendCapTenant     = "tenant"
+	SpendCapConnection = "connection"
 )
 
 // Verdict is the classification of one provider failure with the evidence

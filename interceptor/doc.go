@@ -78,6 +78,15 @@
 // estimated inputs are calibrated (see LearnOptions; `tollgate advise`
 // shows what was learned).
 //
+// With Options.Ledger, each call that settles with usage is recorded once in
+// the store's cost ledger (capacity.Ledger) by day, scope, tenant (fairness
+// key) and workflow type, with its tokens and their cost at Options.Prices;
+// Options.SpendCaps then refuses, before admission, a call whose worst case
+// would take its tenant or connection past its cap for the day
+// (tollgate.QuotaExhausted, reason spend_cap, reset at the day window's
+// end). A failed record is logged and counted in tollgate.ledger.failures,
+// a refusal in tollgate.spend.refused (tags: scope, and op or cap).
+//
 // # Required activity options
 //
 // Every delayed retry costs a Temporal attempt, and the server checks

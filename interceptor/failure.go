@@ -36,6 +36,9 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 		g.a.root.tel.settleFailed(ctx, g, "error")
 	}
 	g.a.root.tel.used(ctx, g, final)
+	if report.HasUsage {
+		g.a.root.ledger.record(bg, g, lease, report.Usage)
+	}
 	obs := v.Observation
 	if obs.Empty() && report.Header != nil {
 		obs = capacity.ParseHeaders(g.call.Provider, report.Header, now)

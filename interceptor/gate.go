@@ -175,6 +175,11 @@ func (g *gatedCall) request() capacity.Request {
 }
 
 func (g *gatedCall) run(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	releaseSpend, err := g.a.root.ledger.admitSpend(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseSpend()
 	start := g.opts.Clock.Now()
 	res, err := g.admit(ctx)
 	waited := g.opts.Clock.Now().Sub(start)
@@ -303,6 +308,10 @@ func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, rep
 	outcome := capacity.Completed
 	if !reported || !report.HasUsage {
 		outcome = capacity.Unknown // no usage: keep the whole reservation
+	}
+	if outcome == capacity.Completed {
+		// The provider charged the call whatever the store says.
+		defer g.a.root.ledger.record(ctx, g, lease, report.Usage)
 	}
 	final := g.profile.Settle(g.demand, lease.Charges, outcome, report.Usage)
 	err := g.opts.Store.Settle(ctx, lease, final)

@@ -153,6 +153,30 @@ type Options struct {
 	// reservations (see LearnOptions). The zero value learns, where the
 	// store implements capacity.Learner, with the documented defaults.
 	Learning LearnOptions
+	// Ledger, if set, records the tokens and cost of every call that
+	// settles with usage, per day, scope, tenant (fairness key) and
+	// workflow type, once per lease (capacity.Ledger: the memory and Redis
+	// stores are ledgers; pass the Store). A failed record is logged and
+	// counted (tollgate.ledger.failures), never fails the call. If nil, no
+	// ledger: nothing is recorded and SpendCaps cannot be set.
+	Ledger capacity.Ledger
+	// Prices costs the calls the Ledger records, per provider and model
+	// (capacity.Prices, per million tokens). A call whose model has no
+	// price is recorded with its tokens, at cost 0, and counted as
+	// unpriced. If nil, every call is unpriced.
+	Prices capacity.Prices
+	// SpendCaps caps what a tenant (fairness key) and a connection
+	// (credential) may spend per day, in the Prices' unit: a call whose
+	// worst case would pass a cap fails non-retryable with
+	// tollgate.QuotaExhausted, reason spend_cap, ResetAt the end of the
+	// scope's day window, before it reaches the store or the provider. Caps
+	// are checked against the Ledger's settled spend plus the worst case of
+	// this worker's unrecorded calls, so calls in flight on other workers
+	// may together pass a cap by what they cost; a ledger that cannot be
+	// read holds no call back. Each capped call costs one read of the
+	// store. Setting a cap needs Ledger and Prices. The zero value caps
+	// nothing.
+	SpendCaps capacity.SpendCaps
 	// TracerProvider receives the tollgate.admit spans. If nil, the
 	// provider of the span the activity runs in (that of Temporal's
 	// OpenTelemetry tracing interceptor), else otel.GetTracerProvider().
@@ -200,6 +224,9 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	if o.Learning, err = o.Learning.withDefaults(); err != nil {
+		return o, err
+	}
+	if err := o.validateLedger(); err != nil {
 		return o, err
 	}
 	if o.Resolve == nil {

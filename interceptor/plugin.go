@@ -59,14 +59,15 @@ func newWorkerInterceptor(options Options) (*workerInterceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workerInterceptor{opts: o, tel: tel, learn: newLearning(o)}, nil
+	return &workerInterceptor{opts: o, tel: tel, learn: newLearning(o), ledger: newLedgerGate(o)}, nil
 }
 
 type workerInterceptor struct {
 	interceptor.WorkerInterceptorBase
-	opts  Options
-	tel   *telemetry
-	learn *learning
+	opts   Options
+	tel    *telemetry
+	learn  *learning
+	ledger *ledgerGate
 }
 
 func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {

@@ -108,6 +108,15 @@ func TestCallModelRecovery(t *testing.T) {
 			wantUsed: 1, wantText: "fallback", wantCalls: 1,
 		},
 		{
+			name: "spend cap until the day's end: sleep, then the same call",
+			opts: workflows.Options{SleepUntilReset: 6 * time.Hour},
+			primary: []func() (string, error){func() (string, error) {
+				return "", tgerrors.ActivityError(tgerrors.Verdict{Class: tgerrors.QuotaExhausted, Reason: tgerrors.ReasonSpendCap,
+					Code: tgerrors.SpendCapTenant, ResetAt: start.Add(3 * time.Hour)}, "openai/gpt-4o/batch")
+			}, ok("primary")},
+			wantUsed: 0, wantText: "primary", wantCalls: 2, minElapsed: 3*time.Hour - time.Minute,
+		},
+		{
 			name:     "billing exhausted, no reset: fall back",
 			primary:  []func() (string, error){func() (string, error) { return "", quota(time.Time{}) }},
 			wantUsed: 1, wantText: "fallback", wantCalls: 1,

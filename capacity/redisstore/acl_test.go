@@ -16,7 +16,7 @@ import (
 // aclRules is the least a store's Redis user needs (see the package doc).
 const aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
 	"+evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del " +
-	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +pexpire " +
+	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +hincrby +hincrbyfloat +pexpire " +
 	"+zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +spublish"
 
 // TestACLUser: a store works as a Redis user restricted to its prefix and
@@ -56,6 +56,15 @@ func TestACLUser(t *testing.T) {
 	_, err = s.Snapshot(ctx, keysScope)
 	require.NoError(t, err)
 	_, err = s.AddFailure(ctx, keysScope, "a", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Learn(ctx, keysScope, "k", capacity.Sample{OutputTokens: 1}))
+	_, err = s.Learned(ctx, keysScope, "k")
+	require.NoError(t, err)
+	_, err = s.Record(ctx, capacity.LedgerEntry{Lease: "a#1", Day: "2026-10-15", Scope: keysScope, Cost: 1})
+	require.NoError(t, err)
+	_, err = s.Spent(ctx, "2026-10-15", "", keysScope.CredentialKey())
+	require.NoError(t, err)
+	_, err = s.LedgerRows(ctx, "2026-10-15")
 	require.NoError(t, err)
 	// Outside its prefix the user can do nothing.
 	other, err := New(rdb, Options{Prefix: "other"})

@@ -24,6 +24,9 @@ import (
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //	{P:C}:learn:K:KIND, {P:C}:learnin:K, {P:C}:learnkinds:K   what was learned (see learn.go)
 //
+// The cost ledger is kept per day under the day's own hash tag instead,
+// {P:ledger:DAY}:rows, :tenants, :conns and :lease:LEASE (see ledger.go).
+//
 // P is Options.Prefix, C is Scope.CredentialKey() and K is Scope.Key(): names,
 // path-escaped, never secrets (Scope.Validate refuses key-shaped names).
 const (

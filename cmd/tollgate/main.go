@@ -3,6 +3,7 @@
 //	tollgate status   [connection] [-json] [-watch 5s] [-classes names]   live budgets, leases, tickets, blocks, fairness flows and keys per scope
 //	tollgate unblock  [connection] [-json] [-credential] SCOPE            lift a scope's block (and its credential's)
 //	tollgate advise   [connection] [-json]                                learned output per scope and call kind against max_tokens
+//	tollgate cost     [connection] [-json] [-day d] [-tenant t]                tokens and cost per day, scope, tenant and workflow type
 //	tollgate simulate [-workload file] [-config file] [-tpm n] ... [-json] [-plot file.svg|.html]   a workload against limits on a simulated clock
 //
 // The connection flags, shared by every command on the Redis store:
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = unblock(ctx, args[1:], stdout, stderr)
 	case "advise":
 		err = advise(ctx, args[1:], stdout, stderr)
+	case "cost":
+		err = cost(ctx, args[1:], stdout, stderr)
 	case "simulate":
 		err = simulate(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -96,6 +99,7 @@ commands:
   status     live budgets, in-flight leases, booked tickets, blocks, fairness flows and keys of every scope in Redis
   unblock    lift a scope's block (and, with -credential, its credential's) in Redis
   advise     output learned per scope and call kind against max_tokens, and the TPM oversizing costs
+  cost       the cost ledger: tokens and cost per day, scope, tenant and workflow type, from Redis
   simulate   run a workload against limits on a simulated clock and report waits and utilization
 
 Connection flags (status, unblock, advise): -redis addr[,addr...] (env

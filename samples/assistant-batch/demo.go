@@ -23,6 +23,9 @@ type DemoOptions struct {
 	Questions int           // questions the assistant answers while the batch runs
 	Every     time.Duration // between questions
 	NoFloors  bool          // run without class floors, to compare
+	// Store holds the shared budget and, being a capacity.Ledger (both
+	// stores are), the cost ledger of the run. If nil, a memory store.
+	Store capacity.Store
 }
 
 // DemoReport is what RunDemo measured.
@@ -34,6 +37,12 @@ type DemoReport struct {
 	LatencyMax             time.Duration
 	ProviderRequests       int
 	Provider429s           int
+	// ProviderTokens is the fake provider's own record of what it answered
+	// (every prompt token, cached or not, in Input; CachedInput is zero).
+	ProviderTokens capacity.LedgerTokens
+	// Ledger is the cost ledger's rows after the run: every day the store
+	// holds (a fresh store holds only the run's).
+	Ledger []capacity.LedgerRow
 }
 
 // RunDemo runs the sample end to end on the Temporal client c: a fake
@@ -52,9 +61,16 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 	if o.NoFloors {
 		limits.BulkFloor, limits.StandardFloor, limits.AgingAfter = 0, 0, 0
 	}
+	store := o.Store
+	if store == nil {
+		store = capacity.NewMemoryStore(capacity.MemoryOptions{})
+	}
+	ledger, _ := store.(capacity.Ledger)
 	plugin, err := interceptor.NewPlugin(interceptor.Options{
-		Store:  capacity.NewMemoryStore(capacity.MemoryOptions{}),
+		Store:  store,
 		Limits: func(capacity.Scope) (capacity.Limits, bool) { return limits, true },
+		Ledger: ledger,
+		Prices: Prices,
 	})
 	if err != nil {
 		return DemoReport{}, err
@@ -109,10 +125,19 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 			if n := len(latencies); n > 0 {
 				r.Answered, r.LatencyP50, r.LatencyP95, r.LatencyMax = n, latencies[n/2], latencies[min(n-1, n*95/100)], latencies[n-1]
 			}
-			rep := fp.Report(testsuite.Scope{Key: testsuite.DefaultKey, Model: Model})
+			fpScope := testsuite.Scope{Key: testsuite.DefaultKey, Model: Model}
+			rep := fp.Report(fpScope)
 			r.ProviderRequests = rep.Entries
 			for _, n := range rep.RateLimited {
 				r.Provider429s += n
+			}
+			for _, e := range fp.ScopeEntries(fpScope) {
+				r.ProviderTokens = r.ProviderTokens.Add(capacity.LedgerTokens{Input: e.Usage.InputTokens, Output: e.Usage.OutputTokens})
+			}
+			if ledger != nil {
+				if r.Ledger, err = ledger.LedgerRows(ctx, ""); err != nil {
+					return r, fmt.Errorf("reading the cost ledger: %w", err)
+				}
 			}
 			return r, nil
 		case <-ask.C:
@@ -163,4 +188,28 @@ func (r DemoReport) Print(w io.Writer, o DemoOptions) {
 	fmt.Fprintf(w, "  nightly batch   %d classified, %d failed in %v\n", r.Batch.Classified, r.Batch.Failed, r.BatchTime.Round(100*time.Millisecond))
 	fmt.Fprintf(w, "  assistant       %d answered; latency p50 %v, p95 %v, max %v\n", r.Answered, r.LatencyP50.Round(time.Millisecond), r.LatencyP95.Round(time.Millisecond), r.LatencyMax.Round(time.Millisecond))
 	fmt.Fprintf(w, "  provider        %d requests, %d answered 429\n", r.ProviderRequests, r.Provider429s)
+	var calls int64
+	var tokens capacity.LedgerTokens
+	var cost float64
+	for _, row := range r.Ledger {
+		calls += row.Calls
+		tokens = tokens.Add(row.LedgerTokens)
+		cost += row.Cost
+	}
+	match := "matches the provider's record"
+	if !r.LedgerMatches() {
+		match = fmt.Sprintf("DIFFERS from the provider's record (input %d, output %d)", r.ProviderTokens.Input, r.ProviderTokens.Output)
+	}
+	fmt.Fprintf(w, "  cost ledger     %d calls, input %d (cached %d), output %d tokens, $%.6f: %s\n",
+		calls, tokens.Input+tokens.CachedInput, tokens.CachedInput, tokens.Output, cost, match)
+}
+
+// LedgerMatches reports whether the cost ledger holds exactly the tokens
+// the fake provider recorded: prompt (cached or not) and output.
+func (r DemoReport) LedgerMatches() bool {
+	var t capacity.LedgerTokens
+	for _, row := range r.Ledger {
+		t = t.Add(row.LedgerTokens)
+	}
+	return t.Input+t.CachedInput == r.ProviderTokens.Input && t.Output == r.ProviderTokens.Output
 }

@@ -57,5 +57,6 @@ func TestDemoOnDevServer(t *testing.T) {
 	assert.Equal(t, ab.BatchResult{Classified: 60}, r.Batch)
 	assert.Equal(t, 6, r.Answered)
 	assert.Zero(t, r.Provider429s)
+	assert.True(t, r.LedgerMatches(), "the cost ledger holds the provider's tokens: %+v against %+v", r.Ledger, r.ProviderTokens)
 	t.Logf("batch %v; assistant p50 %v, p95 %v", r.BatchTime.Round(time.Millisecond), r.LatencyP50.Round(time.Millisecond), r.LatencyP95.Round(time.Millisecond))
 }
