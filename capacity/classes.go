@@ -18,7 +18,7 @@ type ClassDef struct {
 	Rank int
 	// Weight is the class's share against the other classes of its rank
 	// while both wait, in tokens; it multiplies the weights of its
-	// fairness keys. If zero, 1.
+	// fairness keys. From MinWeight to MaxWeight; if zero, 1.
 	Weight float64
 	// Floor is the fraction [0, 1) of every budget the class may not
 	// consume, so higher ranks always find it.
@@ -44,8 +44,8 @@ type ClassSet struct {
 }
 
 // NewClassSet validates defs: 1 to MaxClasses classes with distinct valid
-// names, ranks from 0 to MaxRank, weights from 0 to MaxWeight, floors in
-// [0, 1), non-negative aging.
+// names, ranks from 0 to MaxRank, weights 0 or from MinWeight to
+// MaxWeight, floors in [0, 1), non-negative aging.
 func NewClassSet(defs ...ClassDef) (*ClassSet, error) {
 	if len(defs) == 0 || len(defs) > MaxClasses {
 		return nil, fmt.Errorf("%w: %d classes; want 1 to %d", ErrInvalidClasses, len(defs), MaxClasses)

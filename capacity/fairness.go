@@ -3,7 +3,6 @@ package capacity
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -25,8 +24,8 @@ type Fairness struct {
 	// class's shared key.
 	Key string
 	// Weight is the key's share against the other keys of its class while
-	// they wait (a class's weight multiplies it, ClassRule.Weight). If zero,
-	// 1.
+	// they wait (a class's weight multiplies it, ClassRule.Weight): from
+	// MinWeight to MaxWeight. If zero, 1.
 	Weight float64
 	// Share, if positive, caps the key at this fraction (0, 1] of every
 	// per-minute budget of the scope: the key has its own buckets of that
@@ -69,8 +68,8 @@ func (f Fairness) Validate() error {
 	if err := ValidateFairnessKey(f.Key); err != nil {
 		return err
 	}
-	if !(f.Weight >= 0 && f.Weight <= MaxWeight) {
-		return fmt.Errorf("%w: Weight is %v; want 0 (meaning 1) up to %v", ErrInvalidFairness, f.Weight, MaxWeight)
+	if !validWeight(f.Weight) {
+		return fmt.Errorf("%w: Weight is %v; want 0 (meaning 1) or from %v to %v", ErrInvalidFairness, f.Weight, MinWeight, MaxWeight)
 	}
 	if !(f.Share >= 0 && f.Share <= 1) {
 		return fmt.Errorf("%w: Share is %v; want 0 (no cap) or in (0, 1]", ErrInvalidFairness, f.Share)
@@ -89,8 +88,17 @@ func (f Fairness) weight() float64 {
 	return f.Weight
 }
 
-// MaxWeight is the largest weight of a key or a class.
-const MaxWeight = 1e6
+// MaxWeight and MinWeight bound the weight of a key or a class. A smaller
+// weight would make a call's virtual finish (its tokens over its weight)
+// infinite, and its rank's virtual time with it.
+const (
+	MaxWeight = 1e6
+	MinWeight = 1 / MaxWeight
+)
+
+// validWeight reports whether w is 0 (meaning 1) or from MinWeight to
+// MaxWeight.
+func validWeight(w float64) bool { return w == 0 || w >= MinWeight && w <= MaxWeight }
 
 // MaxRank is the highest class rank; ranks run from 0 to MaxRank.
 const MaxRank = 7
@@ -106,7 +114,8 @@ type ClassRule struct {
 	// allowance, the in-flight slots) that the class may not consume.
 	Floor float64
 	// Weight multiplies the weight of the class's fairness keys against
-	// the keys of other classes of the same rank. If zero, 1.
+	// the keys of other classes of the same rank: from MinWeight to
+	// MaxWeight. If zero, 1.
 	Weight float64
 }
 
@@ -118,8 +127,8 @@ func (r ClassRule) Validate() error {
 	if !(r.Floor >= 0 && r.Floor < 1) {
 		return fmt.Errorf("%w: Floor is %v; want [0, 1)", ErrInvalidRequest, r.Floor)
 	}
-	if !(r.Weight >= 0 && r.Weight <= MaxWeight) {
-		return fmt.Errorf("%w: Weight is %v; want 0 (meaning 1) up to %v", ErrInvalidRequest, r.Weight, MaxWeight)
+	if !validWeight(r.Weight) {
+		return fmt.Errorf("%w: Weight is %v; want 0 (meaning 1) or from %v to %v", ErrInvalidRequest, r.Weight, MinWeight, MaxWeight)
 	}
 	return nil
 }
@@ -131,10 +140,11 @@ func (r ClassRule) weight() float64 {
 	return r.Weight
 }
 
-// rule is the class rule a request is admitted under: Request.Rule if set,
-// else its Class's default rule (the built-in ranks, the floors of
-// Limits.StandardFloor and BulkFloor, lifted by Limits.AgingAfter).
-func (r Request) rule(now time.Time) ClassRule {
+// EffectiveRule is the class rule a request is admitted under at now:
+// Request.Rule if set, else its Class's built-in rule (the built-in ranks,
+// the floors of Limits.StandardFloor and BulkFloor, lifted by
+// Limits.AgingAfter since Request.Since).
+func (r Request) EffectiveRule(now time.Time) ClassRule {
 	if r.Rule != nil {
 		return *r.Rule
 	}
@@ -142,15 +152,26 @@ func (r Request) rule(now time.Time) ClassRule {
 	return ClassRule{Rank: rank(c), Floor: r.Limits.floor(c), Weight: 1}
 }
 
-// fairCost is what a charge costs in fair queuing: its tokens (combined,
-// or input and output where only those are metered), or its requests on a
-// scope metered in requests only.
+// FlowWeight is the weight of a request's flow: its class's weight times
+// its key's.
+func (r Request) FlowWeight(rule ClassRule) float64 { return rule.weight() * r.Fairness.weight() }
+
+// fairCost is what a charge costs in fair queuing: its tokens, or its
+// requests on a charge of no tokens.
 func fairCost(c Charges) float64 {
-	tok := math.Max(float64(c[Tokens]), float64(c[InputTokens]+c[OutputTokens]))
-	if tok > 0 {
+	if tok := chargedTokens(c); tok != 0 {
 		return tok
 	}
 	return float64(c[Requests])
+}
+
+// chargedTokens is a charge's tokens: its combined tokens (what OpenAI's
+// TPM counts), or input plus output where no combined charge is made.
+func chargedTokens(c Charges) float64 {
+	if c[Tokens] != 0 {
+		return float64(c[Tokens])
+	}
+	return float64(c[InputTokens] + c[OutputTokens])
 }
 
 // flowID names a (class, key) flow in a scope's fair-queuing state.

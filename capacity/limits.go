@@ -303,9 +303,16 @@ type DemandTooLargeError struct {
 	Charge    int64
 	// Capacity is the largest charge the dimension admits.
 	Capacity float64
+	// Key reports that the limit is the call's fairness key's
+	// (Fairness.TokensPerDay), not the scope's.
+	Key bool
 }
 
 func (e *DemandTooLargeError) Error() string {
+	if e.Key {
+		return fmt.Sprintf("capacity: a call of %d tokens exceeds its fairness key's tokens per day, %.0f (split the call, or raise the key's cap)",
+			e.Charge, e.Capacity)
+	}
 	return fmt.Sprintf("capacity: a call of %d %s exceeds the largest the limit admits, %.0f (split the call, or raise the limit if the provider's is higher)",
 		e.Charge, e.Dimension, e.Capacity)
 }

@@ -38,12 +38,15 @@ type keyState struct {
 	last    time.Time           // when share was last refilled
 	dayUsed float64             // tokens charged in the day window ending dayEnd
 	dayEnd  time.Time
+	// dayStart is when the day window was rolled: a lease granted before
+	// it was charged to an earlier window, whose corrections are dropped.
+	dayStart time.Time
 }
 
-// maxIdleFlows is how many flows a scope keeps before it forgets the
+// MaxIdleFlows is how many flows a scope keeps before it forgets the
 // flows not ahead of their rank's virtual time (they would start there
 // anyway).
-const maxIdleFlows = 1024
+const MaxIdleFlows = 1024
 
 // place gives a call of req's flow its virtual start and finish, and
 // moves the flow's finish there.
@@ -54,7 +57,7 @@ func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish,
 	id := flowID(req.Class, req.Fairness.Key)
 	f := m.flows[id]
 	f.class, f.key, f.rank = req.Class, req.Fairness.Key, rule.Rank
-	weight = rule.weight() * req.Fairness.weight()
+	weight = req.FlowWeight(rule)
 	start = math.Max(f.finish, m.virtual[rule.Rank])
 	finish = start + fairCost(c)/weight
 	f.finish = finish
@@ -85,6 +88,22 @@ func (m *memScope) unplace(tk Ticket) {
 	}
 }
 
+// unplaceAll gives tickets that lapsed together their places back, the
+// latest of a flow first (so the flow returns to where the earliest
+// started), and their charges to their keys' caps.
+func (m *memScope) unplaceAll(tks []Ticket) {
+	sort.Slice(tks, func(i, j int) bool {
+		if tks[i].Finish != tks[j].Finish {
+			return tks[i].Finish > tks[j].Finish
+		}
+		return tks[i].Call < tks[j].Call
+	})
+	for _, tk := range tks {
+		m.unplace(tk)
+		m.refundKey(tk)
+	}
+}
+
 // settleFlow charges lease's flow and key the difference between what the
 // call cost (final) and what it was granted at.
 func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
@@ -96,14 +115,18 @@ func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
 		m.flows[id] = f
 	}
 	if k, ok := m.keys[le.Key]; ok {
-		m.keys[le.Key] = m.chargeKeyState(k, final.NonNegative().Sub(le.Charges))
+		day := keyTokens(final.NonNegative()) - keyTokens(le.Charges)
+		if le.GrantedAt.Before(k.dayStart) {
+			day = 0 // charged to an earlier day window: today's is not corrected
+		}
+		m.keys[le.Key] = m.chargeKeyState(k, final.NonNegative().Sub(le.Charges), day)
 	}
 }
 
-// forgetIdleFlows drops, once a scope holds maxIdleFlows flows, those not
+// forgetIdleFlows drops, once a scope holds MaxIdleFlows flows, those not
 // ahead of their rank's virtual time.
 func (m *memScope) forgetIdleFlows() {
-	if len(m.flows) < maxIdleFlows {
+	if len(m.flows) < MaxIdleFlows {
 		return
 	}
 	for id, f := range m.flows {
@@ -113,10 +136,24 @@ func (m *memScope) forgetIdleFlows() {
 	}
 }
 
-// keyTokens is what a charge costs a key's daily token cap.
-func keyTokens(c Charges) float64 {
-	return math.Max(float64(c[Tokens]), float64(c[InputTokens]+c[OutputTokens]))
+// forgetIdle starts fair queuing afresh when the scope is idle: nothing
+// booked or in flight and every bucket full. No flow is then ahead of
+// another (the Redis store's state may expire then). Key caps are kept.
+func (m *memScope) forgetIdle() {
+	if len(m.flows) == 0 || len(m.tickets) > 0 || len(m.leases) > 0 {
+		return
+	}
+	for d := range numBuckets {
+		if m.budgets[d].Limited && m.level[d] < m.budgets[d].Capacity {
+			return
+		}
+	}
+	m.flows = nil
+	m.virtual, m.lastFinish = [MaxRank + 1]float64{}, [MaxRank + 1]float64{}
 }
+
+// keyTokens is what a charge costs a key's daily token cap.
+func keyTokens(c Charges) float64 { return chargedTokens(c) }
 
 // refreshKey refills key's share buckets to now and rolls its day window.
 func (m *memScope) refreshKey(f Fairness, now time.Time) keyState {
@@ -136,9 +173,19 @@ func (m *memScope) refreshKey(f Fairness, now time.Time) keyState {
 		k.last = now
 	}
 	if !now.Before(k.dayEnd) {
-		k.dayUsed, k.dayEnd = 0, m.dayEnd
+		k.dayUsed, k.dayEnd, k.dayStart = 0, m.dayEnd, now
 	}
 	return k
+}
+
+// keyTooLarge returns the error of a call larger than its key's daily
+// cap: no day would admit it.
+func keyTooLarge(req Request) error {
+	f := req.Fairness
+	if tok := keyTokens(req.Charges); f.TokensPerDay > 0 && tok > float64(f.TokensPerDay) {
+		return &DemandTooLargeError{Dimension: TokensPerDay, Charge: int64(tok), Capacity: float64(f.TokensPerDay), Key: true}
+	}
+	return nil
 }
 
 // keyCapDenial returns the denial of a request its key's caps stop: the
@@ -187,17 +234,21 @@ func (m *memScope) chargeKey(f Fairness, c Charges, now time.Time) {
 	}
 	k := m.refreshKey(f, now)
 	k.frac = f.Share
-	m.keys[f.Key] = m.chargeKeyState(k, c)
+	m.keys[f.Key] = m.chargeKeyState(k, c, keyTokens(c))
 }
 
-// chargeKeyState takes c from k (a refund if negative: up to the share's
-// capacity).
-func (m *memScope) chargeKeyState(k keyState, c Charges) keyState {
+// chargeKeyState takes c from k's share buckets, if it has a share (a
+// refund if negative: up to the share's capacity), and day tokens from its
+// day counter. A correction's day is keyTokens(final) − keyTokens(reserved),
+// never keyTokens of the difference: keyTokens is not additive.
+func (m *memScope) chargeKeyState(k keyState, c Charges, day float64) keyState {
 	for d := range numBuckets {
-		top := math.Max(k.frac*m.budgets[d].Capacity, k.share[d])
-		k.share[d] = math.Min(top, k.share[d]-float64(c[d]))
+		if k.frac > 0 {
+			top := math.Max(k.frac*m.budgets[d].Capacity, k.share[d])
+			k.share[d] = math.Min(top, k.share[d]-float64(c[d]))
+		}
 	}
-	k.dayUsed = math.Max(0, k.dayUsed+keyTokens(c))
+	k.dayUsed = math.Max(0, k.dayUsed+day)
 	return k
 }
 
@@ -205,12 +256,13 @@ func (m *memScope) chargeKeyState(k keyState, c Charges) keyState {
 // caps.
 func (m *memScope) refundKey(tk Ticket) {
 	if k, ok := m.keys[tk.Key]; ok {
-		m.keys[tk.Key] = m.chargeKeyState(k, Charges{}.Sub(tk.Charges))
+		m.keys[tk.Key] = m.chargeKeyState(k, Charges{}.Sub(tk.Charges), -keyTokens(tk.Charges))
 	}
 }
 
-// fairSnapshot fills the flows and keys of s.
-func (m *memScope) fairSnapshot(s *Snapshot) {
+// fairSnapshot fills the flows and keys of s, the keys' counters as of now
+// (their share buckets refilled, their day window rolled). m is a copy.
+func (m *memScope) fairSnapshot(s *Snapshot, now time.Time) {
 	for _, f := range m.flows {
 		s.Flows = append(s.Flows, Flow{Class: f.class, Key: f.key, Rank: f.rank,
 			Finish: f.finish, Virtual: m.virtual[f.rank], Granted: f.granted})
@@ -221,7 +273,8 @@ func (m *memScope) fairSnapshot(s *Snapshot) {
 		}
 		return s.Flows[i].Key < s.Flows[j].Key
 	})
-	for key, k := range m.keys {
+	for key := range m.keys {
+		k := m.refreshKey(Fairness{Key: key, Share: m.keys[key].frac}, now)
 		u := KeyUsage{Key: key, DayUsed: k.dayUsed, DayEnd: k.dayEnd}
 		for d := range numBuckets {
 			u.ShareLevel[d] = k.share[d]

@@ -213,6 +213,7 @@ func (m *memScope) advance(now time.Time) {
 	if !m.nextExp.IsZero() && !now.Before(m.nextExp) {
 		m.reclaim(now)
 	}
+	m.forgetIdle()
 }
 
 // reclaim drops expired leases (their slots come back, their tokens stay
@@ -220,6 +221,7 @@ func (m *memScope) advance(now time.Time) {
 func (m *memScope) reclaim(now time.Time) {
 	var next time.Time
 	freed := false
+	var lapsed []Ticket
 	for call, le := range m.leases {
 		if !now.Before(le.Expires) {
 			m.dropLease(call)
@@ -237,8 +239,7 @@ func (m *memScope) reclaim(now time.Time) {
 			// level + booked, so no claim counted on it).
 			m.unbook(call)
 			m.refund(tk.Charges)
-			m.unplace(tk)
-			m.refundKey(tk)
+			lapsed = append(lapsed, tk)
 			continue
 		}
 		if next.IsZero() || tk.Expires.Before(next) {
@@ -246,6 +247,7 @@ func (m *memScope) reclaim(now time.Time) {
 		}
 	}
 	m.nextExp = next
+	m.unplaceAll(lapsed)
 	if freed {
 		m.wake()
 	}
@@ -420,6 +422,19 @@ func (m *memScope) borrowable(d int, r int) float64 {
 		sum += m.bookedBy[lower][d]
 	}
 	return sum
+}
+
+// bookedBelow reports whether tickets of ranks below r hold capacity: a
+// ticket of rank r booked now is due before them.
+func (m *memScope) bookedBelow(r int) bool {
+	for lower := range r {
+		for d := range numBuckets {
+			if m.bookedBy[lower][d] > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ticketShortfall is how long a due ticket must still wait because a
@@ -620,6 +635,6 @@ func (m *memScope) snapshot(s Snapshot, now time.Time) Snapshot {
 	if b, ok := m.activeBlock(now); ok {
 		s.Blocks = append(s.Blocks, b)
 	}
-	m.fairSnapshot(&s)
+	m.fairSnapshot(&s, now)
 	return s
 }

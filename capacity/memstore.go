@@ -112,6 +112,9 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 			return Reservation{}, &DemandTooLargeError{Dimension: d, Charge: req.Charges[d], Capacity: most}
 		}
 	}
+	if err := keyTooLarge(req); err != nil {
+		return Reservation{}, err
+	}
 	ttl := req.TTL
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
@@ -216,7 +219,7 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 
 	// The class's rule: its rank, and its floor, the part of every budget
 	// it may not consume. The key's caps bind first.
-	rule := req.rule(now)
+	rule := req.EffectiveRule(now)
 	if deny, ok := st.keyCapDenial(req, now); ok {
 		return deny, nil
 	}
@@ -247,7 +250,9 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 		// the bound is not booked: the call asks again then.
 		at := deny.RetryAt
 		start, finish, weight := st.place(req, rule, req.Charges)
-		behind := finish < st.lastFinish[rule.Rank] // a ticket of its rank booked after it is due later
+		// A ticket of its rank booked before it but finishing later, or
+		// any ticket of a lower rank, is due after it.
+		behind := finish < st.lastFinish[rule.Rank] || st.bookedBelow(rule.Rank)
 		st.book(Ticket{Call: req.Call, Charges: req.Charges, At: at, Class: req.Class, Expires: at.Add(s.grace),
 			Key: req.Fairness.Key, Rank: rule.Rank, Floor: rule.Floor, Weight: weight, Start: start, Finish: finish})
 		st.chargeKey(req.Fairness, req.Charges, now)
@@ -288,7 +293,7 @@ func (s *MemoryStore) claimTicket(st *memScope, req Request, tk Ticket, now time
 		st.tickets[req.Call] = tk
 		return deny
 	}
-	floor := req.rule(now).Floor
+	floor := req.EffectiveRule(now).Floor
 	if w := st.ticketShortfall(tk, floor); w > 0 {
 		// A higher class borrowed this ticket's capacity: it moves later.
 		tk.At, tk.Expires = now.Add(w), now.Add(w+s.grace)

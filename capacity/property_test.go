@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -134,6 +135,130 @@ func drawLimits(t *rapid.T) capacity.Limits {
 		SafetyMargin:          1,
 		StandardFloor:         floors[0],
 		BulkFloor:             floors[1],
+		// The day window ends within the run, so key quotas reset in it.
+		DayReset: capacity.DayBoundary{Location: time.UTC,
+			Offset: time.Duration(12*3600+rapid.IntRange(1, 30).Draw(t, "day-ends-s")) * time.Second},
+	}
+}
+
+// drawKeys returns the policies of up to four fairness keys: random
+// weights, and now and then a share of the scope or tokens per day.
+func drawKeys(t *rapid.T) map[string]capacity.Fairness {
+	keys := map[string]capacity.Fairness{}
+	for i := range rapid.IntRange(0, 4).Draw(t, "keys") {
+		f := capacity.Fairness{Key: fmt.Sprintf("tenant-%d", i)}
+		if rapid.Bool().Draw(t, "weighted") {
+			f.Weight = rapid.Float64Range(capacity.MinWeight, 10).Draw(t, "weight")
+		}
+		if rapid.IntRange(0, 3).Draw(t, "share-on") == 0 {
+			f.Share = rapid.Float64Range(0.05, 1).Draw(t, "share")
+		}
+		if rapid.IntRange(0, 2).Draw(t, "tokens-per-day-on") == 0 {
+			f.TokensPerDay = rapid.Int64Range(1, 40000).Draw(t, "tokens-per-day")
+		}
+		keys[f.Key] = f
+	}
+	return keys
+}
+
+// drawFairness returns the fairness and class rule of a call: one of keys
+// or none, and now and then a rule of its own rank, floor and weight.
+func drawFairness(t *rapid.T, keys map[string]capacity.Fairness) (capacity.Fairness, *capacity.ClassRule) {
+	names := []string{""}
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	f := keys[rapid.SampledFrom(names).Draw(t, "key")]
+	if rapid.IntRange(0, 3).Draw(t, "rule-on") != 0 {
+		return f, nil
+	}
+	return f, &capacity.ClassRule{
+		Rank:   rapid.IntRange(0, capacity.MaxRank).Draw(t, "rank"),
+		Floor:  rapid.Float64Range(0, 0.5).Draw(t, "rule-floor"),
+		Weight: rapid.SampledFrom([]float64{0, capacity.MinWeight, 0.25, 1, 3, capacity.MaxWeight}).Draw(t, "rule-weight"),
+	}
+}
+
+// keyTokens is what a charge costs a key's tokens per day: its combined
+// tokens, or its input plus output where it has none.
+func keyTokens(c capacity.Charges) float64 {
+	if c[capacity.Tokens] != 0 {
+		return float64(c[capacity.Tokens])
+	}
+	return float64(c[capacity.InputTokens] + c[capacity.OutputTokens])
+}
+
+// keyDay is what a key with tokens per day was charged in one day window.
+type keyDay struct {
+	end  time.Time
+	used float64
+	// unsure: a call charged in an earlier window was corrected in this
+	// one; which window a store credits that to is an open rule, so the
+	// window is not checked.
+	unsure bool
+}
+
+// quotas checks the fairness property of Fairness.TokensPerDay: within a
+// day window, a key is never charged (granted or booked) past its tokens
+// per day, and it is refused only when the call would pass them.
+type quotas struct {
+	limits    capacity.Limits
+	keys      map[string]capacity.Fairness
+	days      map[string]*keyDay   // by key
+	chargedAt map[string]time.Time // by lease id: when its key was charged
+}
+
+func (q *quotas) window(key string, at time.Time) *keyDay {
+	end := q.limits.DayReset.Next(at)
+	d := q.days[key]
+	if d == nil || !d.end.Equal(end) {
+		d = &keyDay{end: end}
+		q.days[key] = d
+	}
+	return d
+}
+
+// charge records that key was charged c at at (a grant or a booking).
+func (q *quotas) charge(t *rapid.T, key string, c capacity.Charges, at time.Time) {
+	f := q.keys[key]
+	if f.TokensPerDay <= 0 {
+		return
+	}
+	d := q.window(key, at)
+	d.used += keyTokens(c)
+	if !d.unsure {
+		require.LessOrEqualf(t, d.used, float64(f.TokensPerDay)+1e-6, "key %s charged past its tokens per day", key)
+	}
+}
+
+// refused checks a DenyKeyQuota of a call of key costing c.
+func (q *quotas) refused(t *rapid.T, key string, c capacity.Charges, res capacity.Reservation) {
+	f := q.keys[key]
+	require.Positive(t, f.TokensPerDay, "DenyKeyQuota for a key without tokens per day")
+	d := q.window(key, res.Now)
+	require.True(t, res.RetryAt.Equal(d.end), "DenyKeyQuota until %v, not the window's end %v", res.RetryAt, d.end)
+	require.False(t, res.Booked)
+	if !d.unsure {
+		require.Greaterf(t, d.used+keyTokens(c), float64(f.TokensPerDay)-1e-3, "key %s refused with %.0f of %d used", key, d.used, f.TokensPerDay)
+	}
+}
+
+// corrected records that lease le's key was charged final in all (a
+// settle; zero charges for a release) at now.
+func (q *quotas) corrected(le capacity.Lease, final capacity.Charges, now time.Time) {
+	if q.keys[le.Key].TokensPerDay <= 0 {
+		return
+	}
+	delta := keyTokens(final) - keyTokens(le.Charges)
+	if delta == 0 {
+		return
+	}
+	// A correction belongs to the window the call was charged in: one
+	// from an earlier window changes no counter.
+	d := q.window(le.Key, now)
+	if q.limits.DayReset.Next(q.chargedAt[le.ID]).Equal(d.end) {
+		d.used += delta
 	}
 }
 
@@ -147,6 +272,12 @@ func drawDemand(t *rapid.T, l capacity.Limits) capacity.Charges {
 		return rapid.Int64Range(0, max(hi, 1)).Draw(t, name)
 	}
 	in, out := draw(capacity.InputTokens, "in"), draw(capacity.OutputTokens, "out")
+	if rapid.IntRange(0, 3).Draw(t, "max-rule") == 0 {
+		// Combined tokens max(max_tokens, input), not input + output:
+		// what a key is charged is then not what a bucket is.
+		p := capacity.OpenAIProfile{TokenRule: capacity.MaxOfMaxTokensAndEstimate}
+		return p.Charges(capacity.Demand{InputTokens: in, MaxTokens: out})
+	}
 	p := capacity.AnthropicProfile{}
 	return p.Charges(capacity.Demand{InputTokens: in, OutputTokens: out})
 }
@@ -160,6 +291,8 @@ type propModel struct {
 	ledger ledger
 	live   map[string]capacity.Lease // by lease id, as the model believes
 	calls  int
+	keys   map[string]capacity.Fairness
+	quotas quotas
 }
 
 func (m *propModel) expire() {
@@ -180,13 +313,15 @@ func (m *propModel) reserve(t *rapid.T, book bool) {
 		Class: capacity.Class(rapid.IntRange(0, 2).Draw(t, "class")),
 		TTL:   time.Duration(rapid.IntRange(1, 30).Draw(t, "ttl-s")) * time.Second,
 	}
+	req.Fairness, req.Rule = drawFairness(t, m.keys)
 	res, err := m.store.Reserve(ctx, req)
 	if errors.Is(err, capacity.ErrDemandTooLarge) {
 		return
 	}
 	require.NoError(t, err)
+	charged := time.Time{} // when the call's key was charged: its booking
 	if res.Granted {
-		m.granted(t, res.Lease)
+		m.granted(t, res.Lease, charged)
 		// A repeated reserve returns the same lease and never charges twice.
 		before := m.snapshot(t).Level
 		again, err := m.store.Reserve(ctx, req)
@@ -196,25 +331,39 @@ func (m *propModel) reserve(t *rapid.T, book bool) {
 		require.Equal(t, before, m.snapshot(t).Level)
 		return
 	}
-	if res.Reason != capacity.DenyCapacity {
+	switch res.Reason {
+	case capacity.DenyKeyQuota:
+		m.quotas.refused(t, req.Fairness.Key, req.Charges, res)
+		return
+	case capacity.DenyKeyCap:
+		require.Positive(t, req.Fairness.Share, "DenyKeyCap for a key without a share")
+		require.False(t, res.Booked)
+		return
+	case capacity.DenyCapacity:
+	default:
 		return
 	}
+	if res.Booked {
+		charged = res.Now
+		m.quotas.charge(t, req.Fairness.Key, req.Charges, charged)
+	}
 	// Liveness: replayed at RetryAt with no other traffic, the call is granted
-	// (after freeing a slot if in-flight is what binds).
+	// (after freeing slots, one at a time, if in-flight is what binds: a
+	// class floor may leave it fewer slots than are held).
 	m.clock.Set(res.RetryAt)
 	m.expire()
-	for range 3 {
+	for range len(m.live) + 3 {
 		res, err = m.store.Reserve(ctx, req)
 		require.NoError(t, err)
 		if res.Granted {
-			m.granted(t, res.Lease)
+			m.granted(t, res.Lease, charged)
 			return
 		}
 		require.Equal(t, capacity.InFlight, res.Binding, "denied again at its RetryAt: %s on %s", res.Reason, res.Binding)
-		for _, le := range m.live {
+		if ids := slices.Sorted(maps.Keys(m.live)); len(ids) > 0 {
+			le := m.live[ids[0]]
 			require.NoError(t, m.store.Settle(ctx, le, le.Charges))
 			delete(m.live, le.ID)
-			break
 		}
 		if !res.Booked {
 			m.clock.Set(res.RetryAt)
@@ -224,7 +373,14 @@ func (m *propModel) reserve(t *rapid.T, book bool) {
 	t.Fatalf("call never granted at its RetryAt")
 }
 
-func (m *propModel) granted(t *rapid.T, le capacity.Lease) {
+// granted records lease le, whose key was charged at charged when it was
+// booked (zero: charged now, at its grant).
+func (m *propModel) granted(t *rapid.T, le capacity.Lease, charged time.Time) {
+	if charged.IsZero() {
+		charged = le.GrantedAt
+		m.quotas.charge(t, le.Key, le.Charges, charged)
+	}
+	m.quotas.chargedAt[le.ID] = charged
 	m.live[le.ID] = le
 	m.ledger.add(le.GrantedAt, le.Charges)
 	if b := m.limits.Budgets()[capacity.InFlight]; b.Limited {
@@ -253,11 +409,14 @@ func (m *propModel) snapshot(t *rapid.T) capacity.Snapshot {
 func TestPropertyConformance(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := capacitytest.NewManualClock(storetest.Epoch)
+		limits, keys := drawLimits(t), drawKeys(t)
 		m := &propModel{
 			clock:  clock,
 			store:  capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock}),
-			limits: drawLimits(t),
+			limits: limits,
 			live:   map[string]capacity.Lease{},
+			keys:   keys,
+			quotas: quotas{limits: limits, keys: keys, days: map[string]*keyDay{}, chargedAt: map[string]time.Time{}},
 		}
 		ctx := context.Background()
 		t.Repeat(map[string]func(*rapid.T){
@@ -277,6 +436,7 @@ func TestPropertyConformance(t *testing.T) {
 					final[d] = rapid.Int64Range(0, le.Charges[d]*2).Draw(t, "final-"+d.String())
 				}
 				require.NoError(t, m.store.Settle(ctx, le, final))
+				m.quotas.corrected(le, final, clock.Now())
 				delete(m.live, le.ID)
 				refund := le.Charges.Sub(final)
 				for d := range refund {
@@ -290,6 +450,7 @@ func TestPropertyConformance(t *testing.T) {
 					t.Skip()
 				}
 				require.NoError(t, m.store.Release(ctx, le))
+				m.quotas.corrected(le, capacity.Charges{}, clock.Now())
 				delete(m.live, le.ID)
 				var refund capacity.Charges
 				m.ledger.add(clock.Now(), refund.Sub(le.Charges))
@@ -312,6 +473,15 @@ func TestPropertyConformance(t *testing.T) {
 					require.GreaterOrEqual(t, s.Level[capacity.InFlight], 0.0)
 				}
 				require.LessOrEqual(t, len(s.Leases), len(m.live)+0, "store holds a lease the model dropped")
+				for _, f := range s.Flows {
+					require.False(t, math.IsNaN(f.Finish) || math.IsInf(f.Finish, 0), "flow %s/%s finishes at %v", f.Class, f.Key, f.Finish)
+					require.GreaterOrEqual(t, f.Granted, 0.0)
+				}
+				for _, k := range s.Keys {
+					f := m.keys[k.Key]
+					require.True(t, f.Share > 0 || f.TokensPerDay > 0, "counters for key %q without caps", k.Key)
+					require.GreaterOrEqual(t, k.DayUsed, 0.0)
+				}
 			},
 		})
 		m.ledger.check(t, m.limits)
@@ -328,6 +498,15 @@ func TestConcurrentConformance(t *testing.T) {
 		store := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
 		limits := drawLimits(rt)
 		seeds := rapid.SliceOfN(rapid.Int64(), 4, 4).Draw(rt, "seeds")
+		// Each goroutine is a fairness key of its own weight, one of them
+		// now and then capped at a share of the scope.
+		fair := make([]capacity.Fairness, len(seeds))
+		for g := range fair {
+			fair[g] = capacity.Fairness{Key: fmt.Sprintf("g%d", g), Weight: float64(1 + g)}
+		}
+		if rapid.Bool().Draw(rt, "share-on") {
+			fair[0].Share = rapid.Float64Range(0.1, 1).Draw(rt, "share")
+		}
 		var led ledger
 		ctx := context.Background()
 		var wg sync.WaitGroup
@@ -367,7 +546,7 @@ func TestConcurrentConformance(t *testing.T) {
 					if b[capacity.Tokens].Limited && float64(c[capacity.Tokens]) > b[capacity.Tokens].Capacity {
 						continue
 					}
-					req := capacity.Request{Scope: propScope, Limits: limits, Call: fmt.Sprintf("g%d-%d", g, i), Attempt: 1, Charges: c, TTL: time.Hour}
+					req := capacity.Request{Scope: propScope, Limits: limits, Call: fmt.Sprintf("g%d-%d", g, i), Attempt: 1, Charges: c, TTL: time.Hour, Fairness: fair[g]}
 					gate.RLock()
 					res, err := store.Reserve(ctx, req)
 					gate.RUnlock()

@@ -70,18 +70,18 @@ func (m *memScope) announceDue(call string) {
 // does not leave capacity idle while another waits for it.
 const OverdueTicket = 100 * time.Millisecond
 
-// takeOverdue gives call's ticket the place of the earliest ticket that is
-// OverdueTicket past its time, of call's class or lower, and moves that
-// one to call's old time; then every ticket is retimed. It reports whether
-// it found one. It requires the scope's lock.
+// takeOverdue gives call's ticket the place of the earliest ticket of its
+// rank that is OverdueTicket past its time, and moves that one to call's
+// old time (their places in the fair order too); then every ticket is
+// retimed. It reports whether it found one. It requires the scope's lock.
 func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	mine := m.tickets[call]
 	for _, tk := range m.ticketsByTime() {
 		if tk.At.Add(OverdueTicket).After(now) {
 			return false // the rest are not overdue either
 		}
-		if tk.Call == call || tk.Rank > mine.Rank {
-			continue
+		if tk.Call == call || tk.Rank != mine.Rank {
+			continue // only a ticket of its rank has a place in its order
 		}
 		mine.At, tk.At = tk.At, mine.At
 		mine.Start, tk.Start = tk.Start, mine.Start

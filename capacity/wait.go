@@ -34,7 +34,8 @@ type WaitOptions struct {
 // its ticket moved forward, or, with another store, halfway through each
 // wait longer than 2 × TicketRecheck. A due
 // ticket waiting for an in-flight slot listens. A deadline refusal
-// (DenyDeadline) returns at once.
+// (DenyDeadline) and a fairness key's spent day (DenyKeyQuota, which no
+// release can end before its window does) return at once.
 //
 // It returns the granted Reservation; or the last denial, with a nil error,
 // when waiting would exceed MaxWait (a booked ticket is kept for the
@@ -67,7 +68,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 			return r, err
 		}
 		booked = booked || r.Booked
-		if r.Reason == DenyDeadline {
+		if r.Reason == DenyDeadline || r.Reason == DenyKeyQuota {
 			stop()
 			stopDue()
 			return r, nil

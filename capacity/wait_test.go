@@ -141,3 +141,54 @@ func TestWaitClaimsATicketBroughtForward(t *testing.T) {
 		assert.Zero(t, waited, "claimed when it came due, not at its old time (8 s)")
 	})
 }
+
+// TestWaitOnKeyCaps: a call whose fairness key used its share of the scope
+// (DenyKeyCap) waits for the share to refill, like an unbooked capacity
+// denial, while a call whose key spent its tokens for the day
+// (DenyKeyQuota) returns at once, even with no MaxWait: nothing before the
+// day window's end can admit it. Another key is admitted meanwhile.
+func TestWaitOnKeyCaps(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		fairness   capacity.Fairness
+		wantReason capacity.DenyReason // of the second call's Wait; 0: granted
+		wantWaited time.Duration
+	}{
+		// 60 RPM in a 2 s burst: a bucket of 2 requests; a half share is 1
+		// request refilling at 0.5 a second.
+		{"share waits for its refill", capacity.Fairness{Key: "acme", Share: 0.5}, 0, 2 * time.Second},
+		{"day's tokens return at once", capacity.Fairness{Key: "acme", TokensPerDay: 150}, capacity.DenyKeyQuota, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := &listenStore{MemoryStore: capacity.NewMemoryStore(capacity.MemoryOptions{})}
+				ctx := context.Background()
+				sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "c"}
+				l := capacity.Limits{RequestsPerMinute: 60, TokensPerMinute: 60000, Burst: 2 * time.Second, SafetyMargin: 1}
+				charges := capacity.Charges{capacity.Requests: 1, capacity.Tokens: 100, capacity.InFlight: 1}
+				req := func(call string, f capacity.Fairness) capacity.Request {
+					return capacity.Request{Scope: sc, Limits: l, Call: call, Attempt: 1, Charges: charges, Fairness: f, Book: true}
+				}
+				first, err := s.Reserve(ctx, req("a", tc.fairness))
+				require.NoError(t, err)
+				require.True(t, first.Granted)
+
+				start := time.Now()
+				res, err := capacity.Wait(ctx, s, req("b", tc.fairness), capacity.WaitOptions{})
+				require.NoError(t, err)
+				assert.Equal(t, tc.wantWaited, time.Since(start))
+				if tc.wantReason == 0 {
+					assert.True(t, res.Granted)
+				} else {
+					assert.False(t, res.Granted)
+					assert.Equal(t, tc.wantReason, res.Reason)
+					assert.False(t, res.Booked)
+					assert.Equal(t, int64(2), s.reserves.Load(), "asked once")
+				}
+				other, err := s.Reserve(ctx, req("c", capacity.Fairness{Key: "other"}))
+				require.NoError(t, err)
+				assert.True(t, other.Granted, "the scope is not blocked for other keys")
+			})
+		})
+	}
+}

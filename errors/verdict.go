@@ -21,6 +21,11 @@ const (
 	ReasonUsageLimit Reason = "usage_limit"
 	// ReasonDailyQuota: a per-day quota is spent until Verdict.ResetAt.
 	ReasonDailyQuota Reason = "daily_quota"
+	// ReasonKeyQuota: the call's fairness key has spent the tokens it may
+	// use per day on the scope (capacity.Fairness.TokensPerDay) until
+	// Verdict.ResetAt, the end of the scope's day window. The scope is not
+	// blocked: other keys' calls go on.
+	ReasonKeyQuota Reason = "key_quota"
 	// ReasonWaitExceedsBound: a rate limit asked for a wait longer than
 	// Classifier.MaxRateLimitWait, so it is treated as exhaustion (for at
 	// most MaxUnknownWait: a per-minute budget's wait is cut to a minute).

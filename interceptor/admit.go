@@ -104,7 +104,8 @@ func (g *gatedCall) denied(res capacity.Reservation) error {
 	now := g.opts.Clock.Now()
 	conv := tgerrors.Converter{Jitter: g.jitterFunc()}
 	dim := ""
-	if res.Reason == capacity.DenyCapacity || res.Reason == capacity.DenyDailyQuota {
+	switch res.Reason {
+	case capacity.DenyCapacity, capacity.DenyDailyQuota, capacity.DenyKeyCap, capacity.DenyKeyQuota:
 		dim = res.Binding.String()
 	}
 	switch res.Reason {
@@ -113,6 +114,12 @@ func (g *gatedCall) denied(res capacity.Reservation) error {
 			g.scope.Key(), res.Binding, wait.Round(time.Millisecond)), g.scope)
 	case capacity.DenyDailyQuota:
 		v := tgerrors.Verdict{Class: tgerrors.QuotaExhausted, Reason: tgerrors.ReasonDailyQuota, Provider: g.call.Provider,
+			Dimension: res.Binding, HasDimension: true, ResetAt: now.Add(wait)}
+		return conv.ActivityError(v, g.scope.Key())
+	case capacity.DenyKeyQuota:
+		// The call's fairness key spent its tokens for the day on this
+		// scope: only its own calls fail; the scope is not blocked.
+		v := tgerrors.Verdict{Class: tgerrors.QuotaExhausted, Reason: tgerrors.ReasonKeyQuota, Provider: g.call.Provider,
 			Dimension: res.Binding, HasDimension: true, ResetAt: now.Add(wait)}
 		return conv.ActivityError(v, g.scope.Key())
 	case capacity.DenyBlocked:

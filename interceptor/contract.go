@@ -27,13 +27,24 @@ type Call struct {
 	// Class ranks the call (interactive work is protected from bulk). The
 	// workflow's class (WithClass, as workflows.CallModel sets it) takes its
 	// place; leave it zero (Standard) or equal to the workflow's: a
-	// disagreeing class fails the call with tollgate.Misconfigured.
+	// disagreeing class fails the call with tollgate.Misconfigured. With
+	// Options.Classes it is read by its name, which must be defined there.
 	Class capacity.Class
+	// ClassName names the call's class: a built-in class or one of
+	// Options.Classes; the way an activity names a user-defined class. The
+	// same rule as Class applies: the workflow's class (WithClassName)
+	// takes its place, and a ClassName that differs from it, or from a
+	// Class other than Standard, or that names no class the gate knows,
+	// fails the call with tollgate.Misconfigured. Empty: not stated.
+	ClassName string
 	// FairnessKey is the call's fairness key: a tenant, a customer, a
-	// workflow type (capacity.ValidateFairnessKey). While calls of several
-	// keys of one class wait on a scope, they are granted by the keys'
-	// weights (Options.Fairness) in the tokens they are charged. Empty: the
-	// class's shared key.
+	// workflow type (capacity.ValidateFairnessKey); a name that may appear
+	// in metrics, never a secret. While calls of several keys of one class
+	// wait on a scope, they are granted by the keys' weights
+	// (Options.Fairness) in the tokens they are charged. The workflow's key
+	// (WithFairnessKey, as workflows.CallModel sets it) takes its place;
+	// leave it empty or equal to the workflow's: a disagreeing key fails
+	// the call with tollgate.Misconfigured. Empty: the class's shared key.
 	FairnessKey string
 	// UsageKey names the kind of call whose usage the gate learns
 	// (Options.Learning): calls of one kind on one scope share one learned

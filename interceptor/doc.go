@@ -35,6 +35,24 @@
 // orders task queues only; the gate does not read it. See
 // docs/decisions/0003-class-in-a-header.md.
 //
+// Options.Classes replaces the built-in classes with user-defined ones
+// (capacity.ClassDef); a call then names its class (WithClassName,
+// workflows.Options.ClassName, or Call.ClassName), and the gate sends the
+// store the class's rule, aged on the worker's clock. An unknown name is
+// Misconfigured.
+//
+// # Fairness keys
+//
+// Inside a class, a call's fairness key (a tenant, a customer: a name, never
+// a secret) places it in the store's weighted fair queuing: while several
+// keys wait on a scope, each is granted tokens in proportion to its weight
+// in Options.Fairness, which may also cap a key at a share of the scope
+// (the call waits) or at tokens per day (the call fails non-retryable with
+// tollgate.QuotaExhausted, reason key_quota; the scope is not blocked). The
+// key is stated like the class: WithFairnessKey (workflows.Options.FairnessKey)
+// writes the FairnessKeyHeader, which takes the place of Call.FairnessKey;
+// a differing Call.FairnessKey is Misconfigured.
+//
 // # What the gate does
 //
 // Before the call it reserves the call's charges in every dimension of its
@@ -91,7 +109,13 @@
 // tollgate.admissions, tollgate.provider.errors, tollgate.tokens.reserved,
 // tollgate.tokens.settled, tollgate.lease.lost and tollgate.settle.failures
 // and the timer tollgate.admission.wait carry the activity's tags plus
-// scope, class, dimension, result, reason or attempt; never prompts or keys.
+// scope, class (its name), dimension, result, reason or attempt; never
+// prompts or API keys. The timer tollgate.queue.age (from a call's first
+// scheduling to its admission) and the counters tollgate.tokens.granted
+// (tokens charged at admission) and tollgate.tokens.used (tokens finally
+// charged, at settle) carry scope, class and fairness_key ("none" without
+// a key): a series per key a worker serves, so fairness keys must be
+// names of bounded number (tenants, tiers), never secrets or ids per call.
 // The gauges tollgate.budget.level (scope, dimension) and tollgate.inflight
 // (scope) carry the client's tags: the plugin reads each gated scope's
 // budget every Options.MetricsInterval while a worker it is set on runs,

@@ -35,6 +35,7 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 		g.logger(ctx).Warn("tollgate: settle failed; the lease expires by itself", "scope", g.scope.Key(), "error", err)
 		g.a.root.tel.settleFailed(ctx, g, "error")
 	}
+	g.a.root.tel.used(ctx, g, final)
 	obs := v.Observation
 	if obs.Empty() && report.Header != nil {
 		obs = capacity.ParseHeaders(g.call.Provider, report.Header, now)

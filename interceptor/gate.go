@@ -47,7 +47,12 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	if !ok {
 		return a.Next.ExecuteActivity(ctx, in)
 	}
-	if call.Class, err = callClass(ctx, call.Class); err != nil {
+	class, err := a.root.opts.resolveClass(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	call.Class, call.ClassName = class.c, class.name
+	if call.FairnessKey, err = resolveFairnessKey(ctx, call.FairnessKey); err != nil {
 		return nil, err
 	}
 	g, aerr := a.newGatedCall(ctx, info, call)
@@ -84,9 +89,6 @@ func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, 
 	}
 	scope := o.LimitGroups.ScopeFor(call.Provider, call.Model, call.Credential, call.Region)
 	if err := scope.Validate(); err != nil {
-		return nil, misconfigured(err.Error())
-	}
-	if err := capacity.ValidateFairnessKey(call.FairnessKey); err != nil {
 		return nil, misconfigured(err.Error())
 	}
 	limits, ok := o.Limits(scope)
@@ -152,6 +154,12 @@ func (g *gatedCall) request() capacity.Request {
 		Charges: g.charges, Class: g.call.Class, TTL: g.opts.LeaseTTL, Book: true,
 		Since: g.info.ScheduledTime, // waiting since the first attempt was scheduled: Limits.AgingAfter
 	}
+	if g.opts.classes != nil {
+		// A user-defined class: the store applies its rule as given,
+		// aged here, on the worker's clock.
+		rule, _ := g.opts.classes.Rule(g.call.Class, g.info.ScheduledTime, g.opts.Clock.Now())
+		r.Rule = &rule
+	}
 	r.Fairness = g.opts.Fairness[g.call.FairnessKey]
 	r.Fairness.Key = g.call.FairnessKey
 	if r.Attempt < 1 {
@@ -167,11 +175,11 @@ func (g *gatedCall) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	waited := g.opts.Clock.Now().Sub(start)
 	g.a.root.tel.admitted(ctx, g, res, err, waited)
 	if err != nil {
-		g.logger(ctx).Debug("tollgate: not admitted", "scope", g.scope.Key(), "class", g.call.Class.String(),
+		g.logger(ctx).Debug("tollgate: not admitted", "scope", g.scope.Key(), "class", g.call.ClassName, "fairness_key", g.call.FairnessKey,
 			"attempt", g.info.Attempt, "reason", res.Reason.String(), "binding", res.Binding.String(), "waited", waited)
 		return nil, err
 	}
-	g.logger(ctx).Debug("tollgate: admitted", "scope", g.scope.Key(), "class", g.call.Class.String(),
+	g.logger(ctx).Debug("tollgate: admitted", "scope", g.scope.Key(), "class", g.call.ClassName, "fairness_key", g.call.FairnessKey,
 		"attempt", g.info.Attempt, "waited", waited, "probe", res.Probe)
 	lease := res.Lease
 	now := g.opts.Clock.Now()

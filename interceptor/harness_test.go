@@ -109,6 +109,10 @@ type ChatInput struct {
 	MaxTokens  int64
 	Prompt     string
 	Class      capacity.Class
+	// ClassName and FairnessKey are the request's own Call.ClassName and
+	// Call.FairnessKey.
+	ClassName   string
+	FairnessKey string
 	// NotSent makes the activity fail before it sends the request.
 	NotSent bool
 	// Hold keeps the activity running this long after the call (a long
@@ -119,6 +123,7 @@ type ChatInput struct {
 func (c ChatInput) TollgateCall() interceptor.Call {
 	return interceptor.Call{
 		Provider: capacity.OpenAI, Model: c.Model, Credential: c.Credential, Class: c.Class,
+		ClassName: c.ClassName, FairnessKey: c.FairnessKey,
 		Demand: capacity.Demand{InputTokens: int64(len(c.Prompt)/4 + 10), MaxTokens: c.MaxTokens},
 	}
 }

@@ -160,17 +160,27 @@ func waitLoops(t *testing.T, n int, msgAndArgs ...any) {
 // newMetricsEnv is a test environment whose worker metrics handler is h,
 // with the plugin installed (MetricsInterval 20 ms).
 func newMetricsEnv(t *testing.T, h client.MetricsHandler, during func(ctx context.Context, in ChatInput)) (*testsuite.TestWorkflowEnvironment, *capacity.MemoryStore) {
+	return newMetricsEnvWith(t, h, nil, during)
+}
+
+// newMetricsEnvWith is newMetricsEnv with the plugin's options changed by
+// mod.
+func newMetricsEnvWith(t *testing.T, h client.MetricsHandler, mod func(*interceptor.Options), during func(ctx context.Context, in ChatInput)) (*testsuite.TestWorkflowEnvironment, *capacity.MemoryStore) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1}))))
 	s.SetMetricsHandler(h)
 	e := s.NewTestWorkflowEnvironment()
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
-	plugin, err := interceptor.NewPlugin(interceptor.Options{
+	opts := interceptor.Options{
 		Store:           store,
 		Limits:          func(capacity.Scope) (capacity.Limits, bool) { return rpmLimits(6000), true },
 		MaxLocalWait:    -1,
 		MetricsInterval: 20 * time.Millisecond,
-	})
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	plugin, err := interceptor.NewPlugin(opts)
 	require.NoError(t, err)
 	e.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
 	acts := &chatActivities{baseURL: newScripted(t).srv.URL, keys: map[string]string{"team-a": "sk-test-a"}, during: during}

@@ -57,10 +57,27 @@ type Options struct {
 	// Classifier classifies provider failures. The zero value uses its
 	// documented defaults.
 	Classifier tgerrors.Classifier
-	// Fairness is the policy of each fairness key (Call.FairnessKey): its
-	// weight against the other keys of its class while they wait, and its
-	// caps (capacity.Fairness). A key not in it has weight 1 and no caps.
-	// The map's keys are the fairness keys; a value's Key is ignored.
+	// Classes defines the classes calls may name (capacity.ClassDef: name,
+	// rank, weight, floor, aging). If nil, the built-in classes standard,
+	// interactive and bulk, ranked and floored by each scope's Limits
+	// (StandardFloor, BulkFloor, AgingAfter). When set, those Limits fields
+	// no longer apply: a call's class is found by name (the ClassHeader
+	// that WithClass, WithClassName and workflows.CallModel write, else
+	// Call.ClassName, else the name of Call.Class), and the gate gives the
+	// store the class's rule (capacity.ClassSet.Rule), aged on the
+	// worker's clock from the time the call was first scheduled. A name
+	// not defined fails the call non-retryable with
+	// tollgate.Misconfigured; a call that names no class is of the class
+	// named "standard" if defined, else of the first. A class is stored as
+	// its index, so every worker sharing a store needs the same Classes in
+	// the same order; capacity.DefaultClasses(limits) returns the built-in
+	// classes at their indexes, to extend.
+	Classes []capacity.ClassDef
+	// Fairness is the policy of each fairness key (Call.FairnessKey,
+	// WithFairnessKey): its weight against the other keys of its class
+	// while they wait, and its caps (capacity.Fairness). A key not in it
+	// has weight 1 and no caps. The map's keys are the fairness keys; a
+	// value's Key is ignored.
 	Fairness map[string]capacity.Fairness
 
 	// MaxLocalWait is the longest an activity waits for capacity in-process
@@ -140,6 +157,9 @@ type Options struct {
 	// provider of the span the activity runs in (that of Temporal's
 	// OpenTelemetry tracing interceptor), else otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
+
+	// classes is Classes validated; nil for the built-in classes.
+	classes *capacity.ClassSet
 }
 
 // ErrInvalidOptions is returned (wrapped) for options that cannot work.
@@ -174,6 +194,11 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	var err error
+	if o.Classes != nil {
+		if o.classes, err = capacity.NewClassSet(o.Classes...); err != nil {
+			return o, fmt.Errorf("%w: Classes: %w", ErrInvalidOptions, err)
+		}
+	}
 	if o.Learning, err = o.Learning.withDefaults(); err != nil {
 		return o, err
 	}

@@ -28,11 +28,18 @@ const DefaultMetricsInterval = 10 * time.Second
 // gaugeStopTimeout bounds the last gauge update a stopping worker waits for.
 const gaugeStopTimeout = time.Second
 
-// Metric names. Their tags are scope keys (names), classes, dimensions,
-// results and reasons: never prompts or keys.
+// Metric names. Their tags are scope keys (names), class names, fairness
+// keys (names, never secrets; "none" for a call without one), dimensions,
+// results and reasons: never prompts or API keys. The fairness_key tag makes
+// a series per scope, class and key a worker served: as many as its
+// tenants, so a deployment with thousands of keys should aggregate it away
+// (or name keys by tenant tier).
 const (
 	metricAdmissions     = "tollgate.admissions"      // counter: scope, class, result
 	metricAdmissionWait  = "tollgate.admission.wait"  // timer: scope, class
+	metricQueueAge       = "tollgate.queue.age"       // timer: scope, class, fairness_key
+	metricTokensGranted  = "tollgate.tokens.granted"  // counter: scope, class, fairness_key
+	metricTokensUsed     = "tollgate.tokens.used"     // counter: scope, class, fairness_key
 	metricProviderErrors = "tollgate.provider.errors" // counter: scope, class, dimension, attempt
 	metricReserved       = "tollgate.tokens.reserved" // counter: scope, dimension
 	metricSettled        = "tollgate.tokens.settled"  // counter: scope, dimension
@@ -220,13 +227,21 @@ func (t *telemetry) admitted(ctx context.Context, g *gatedCall, res capacity.Res
 		result = "error"
 	}
 	h := t.metrics(ctx)
-	h.WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.Class.String(), "result": result}).Counter(metricAdmissions).Inc(1)
-	h.WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.Class.String()}).Timer(metricAdmissionWait).Record(waited)
+	h.WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.ClassName, "result": result}).Counter(metricAdmissions).Inc(1)
+	h.WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.ClassName}).Timer(metricAdmissionWait).Record(waited)
+	if err == nil && res.Granted {
+		hf := t.fair(h, g)
+		if !g.info.ScheduledTime.IsZero() {
+			hf.Timer(metricQueueAge).Record(max(g.opts.Clock.Now().Sub(g.info.ScheduledTime), 0))
+		}
+		hf.Counter(metricTokensGranted).Inc(tokensOf(res.Lease.Charges))
+	}
 	_, span := t.tracerFor(ctx).Start(ctx, "tollgate.admit",
 		trace.WithTimestamp(time.Now().Add(-waited)),
 		trace.WithAttributes(
 			attribute.String("tollgate.scope", g.scope.Key()),
-			attribute.String("tollgate.class", g.call.Class.String()),
+			attribute.String("tollgate.class", g.call.ClassName),
+			attribute.String("tollgate.fairness_key", g.call.FairnessKey),
 			attribute.String("tollgate.result", result),
 			attribute.Int("tollgate.attempt", int(g.info.Attempt)),
 		))
@@ -243,6 +258,31 @@ func (t *telemetry) settled(ctx context.Context, g *gatedCall, reserved, final c
 		hd.Counter(metricReserved).Inc(reserved[d])
 		hd.Counter(metricSettled).Inc(final[d])
 	}
+	t.used(ctx, g, final)
+}
+
+// used counts the tokens a sent call was finally charged (its settle), per
+// class and fairness key.
+func (t *telemetry) used(ctx context.Context, g *gatedCall, final capacity.Charges) {
+	t.fair(t.metrics(ctx), g).Counter(metricTokensUsed).Inc(tokensOf(final))
+}
+
+// fair returns h tagged with a call's scope, class name and fairness key.
+func (t *telemetry) fair(h client.MetricsHandler, g *gatedCall) client.MetricsHandler {
+	key := g.call.FairnessKey
+	if key == "" {
+		key = "none"
+	}
+	return h.WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.ClassName, "fairness_key": key})
+}
+
+// tokensOf is the tokens in c: combined tokens, or input plus output where
+// only those are charged.
+func tokensOf(c capacity.Charges) int64 {
+	if c[capacity.Tokens] > 0 {
+		return c[capacity.Tokens]
+	}
+	return max(c[capacity.InputTokens], 0) + max(c[capacity.OutputTokens], 0)
 }
 
 func (t *telemetry) failed(ctx context.Context, g *gatedCall, v tgerrors.Verdict) {

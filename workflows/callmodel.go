@@ -57,6 +57,51 @@ type Options struct {
 	// MaxRecoveries bounds the sleeps and pauses of one CallModel. If zero,
 	// 3.
 	MaxRecoveries int
+	// ClassName, if set, names the class the gate ranks the calls by in
+	// place of CallModel's class: a class of the workers'
+	// interceptor.Options.Classes (interceptor.WithClassName). CallModel's
+	// class still picks the task queue and priority key.
+	ClassName string
+	// FairnessKey is the calls' fairness key (a tenant, a customer, a
+	// workflow type: a name, never a secret; capacity.ValidateFairnessKey,
+	// at most MaxFairnessKeyLength bytes). CallModel carries it to the gate
+	// (interceptor.WithFairnessKey), which shares its class's capacity
+	// among keys by weight in tokens, and sets it as the activity's
+	// temporal.Priority.FairnessKey, so Temporal's matching dispatches the
+	// tasks of a backlogged queue by the same key (where the server's
+	// fairness feature is on). If empty, the key set on the workflow
+	// context with interceptor.WithFairnessKey, if any.
+	FairnessKey string
+	// FairnessWeight is the key's weight in Temporal's matching
+	// (temporal.Priority.FairnessWeight; the server clamps it to
+	// [0.001, 1000]). Set it to the key's weight in the workers'
+	// interceptor.Options.Fairness, so task dispatch and admission agree.
+	// If zero, Temporal's default: the task queue's configured weight for
+	// the key, else 1.
+	FairnessWeight float32
+}
+
+// MaxFairnessKeyLength is the longest Options.FairnessKey, in bytes:
+// Temporal's limit on a priority's fairness key (the gate allows longer,
+// capacity.MaxFairnessKeyLength).
+const MaxFairnessKeyLength = 64
+
+// ErrInvalidOptions is returned (wrapped) by CallModel for options it
+// cannot use. The error never holds the fairness key's value.
+var ErrInvalidOptions = errors.New("workflows: invalid options")
+
+// validate reports whether o can be used.
+func (o Options) validate() error {
+	if err := capacity.ValidateFairnessKey(o.FairnessKey); err != nil {
+		return fmt.Errorf("%w: FairnessKey: %v", ErrInvalidOptions, err)
+	}
+	if len(o.FairnessKey) > MaxFairnessKeyLength {
+		return fmt.Errorf("%w: FairnessKey is %d bytes; Temporal's matching takes at most %d", ErrInvalidOptions, len(o.FairnessKey), MaxFairnessKeyLength)
+	}
+	if !(o.FairnessWeight >= 0) {
+		return fmt.Errorf("%w: FairnessWeight is %v; want 0 (Temporal's default) or more", ErrInvalidOptions, o.FairnessWeight)
+	}
+	return nil
 }
 
 func (o Options) priority(c capacity.Class) int {
@@ -75,7 +120,8 @@ func (o Options) priority(c capacity.Class) int {
 // ActivityOptions returns the activity options a model call of class needs:
 // unlimited attempts bounded by a schedule-to-close timeout (every rate-limit
 // wait costs an attempt; the gate counts real failures itself), the class's
-// task queue and priority, and a heartbeat timeout.
+// task queue and priority, the fairness key and weight (FairnessKey,
+// FairnessWeight) for Temporal's matching, and a heartbeat timeout.
 func (o Options) ActivityOptions(class capacity.Class) workflow.ActivityOptions {
 	ao := workflow.ActivityOptions{
 		TaskQueue:              o.TaskQueues[class],
@@ -83,7 +129,9 @@ func (o Options) ActivityOptions(class capacity.Class) workflow.ActivityOptions 
 		StartToCloseTimeout:    o.StartToClose,
 		HeartbeatTimeout:       o.Heartbeat,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 0},
-		Priority:               temporal.Priority{PriorityKey: o.priority(class)},
+		Priority: temporal.Priority{
+			PriorityKey: o.priority(class), FairnessKey: o.FairnessKey, FairnessWeight: o.FairnessWeight,
+		},
 	}
 	if ao.ScheduleToCloseTimeout == 0 {
 		ao.ScheduleToCloseTimeout = DefaultScheduleToClose
@@ -105,10 +153,13 @@ var ErrNoCalls = errors.New("workflows: CallModel needs at least one call")
 
 // CallModel runs a model call of class and owns its recovery. The class is
 // stated here once: it picks the task queue and priority, and the plugin
-// carries it to the gate in the activity's header (interceptor.WithClass),
-// so each request's own class may be left unset; one that disagrees fails
-// with tollgate.Misconfigured. The workflow's worker needs the plugin too
-// (CallModel logs a warning without it). chain is a
+// carries it to the gate in the activity's header (interceptor.WithClass, or
+// WithClassName with Options.ClassName), so each request's own class may be
+// left unset; one that disagrees fails with tollgate.Misconfigured. The
+// fairness key (Options.FairnessKey) goes the same way, and into the
+// activity's Temporal priority. The workflow's worker needs the plugin too
+// (CallModel logs a warning without it). Options that cannot be used
+// return an ErrInvalidOptions error before anything is scheduled. chain is a
 // fallback chain: the first call is tried; when it fails in a way another
 // connection may not (an exhausted quota, a refused credential, no access to
 // the model, a provider overloaded past the call's deadline), the next one
@@ -125,16 +176,29 @@ func CallModel(ctx workflow.Context, opts Options, class capacity.Class, chain [
 	if len(chain) == 0 {
 		return -1, ErrNoCalls
 	}
+	if opts.FairnessKey == "" {
+		opts.FairnessKey, _ = interceptor.FairnessKeyOf(ctx)
+	}
+	if err := opts.validate(); err != nil {
+		return -1, err
+	}
 	maxRecoveries := opts.MaxRecoveries
 	if maxRecoveries <= 0 {
 		maxRecoveries = 3
 	}
 	logger := workflow.GetLogger(ctx)
-	if class != capacity.Standard && !interceptor.Propagates(ctx) {
-		logger.Warn("tollgate: the workflow's worker has no tollgate plugin, so the gate sees only each request's own class",
-			"class", class.String())
+	if (class != capacity.Standard || opts.ClassName != "" || opts.FairnessKey != "") && !interceptor.Propagates(ctx) {
+		logger.Warn("tollgate: the workflow's worker has no tollgate plugin, so the gate sees only each request's own class and fairness key",
+			"class", class.String(), "class_name", opts.ClassName)
 	}
-	actx := workflow.WithActivityOptions(interceptor.WithClass(ctx, class), opts.ActivityOptions(class))
+	actx := interceptor.WithClass(ctx, class)
+	if opts.ClassName != "" {
+		actx = interceptor.WithClassName(ctx, opts.ClassName)
+	}
+	if opts.FairnessKey != "" {
+		actx = interceptor.WithFairnessKey(actx, opts.FairnessKey)
+	}
+	actx = workflow.WithActivityOptions(actx, opts.ActivityOptions(class))
 	recoveries := 0
 	var err error
 	for i := 0; i < len(chain); i++ {

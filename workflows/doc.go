@@ -13,8 +13,10 @@
 //		}, &res)
 //
 // The class given to CallModel is the call's only class: the tollgate plugin
-// on the workflow's worker carries it to the gate (interceptor.WithClass), so
-// requests leave their own Class unset.
+// on the workflow's worker carries it to the gate (interceptor.WithClass, or
+// WithClassName for Options.ClassName), so requests leave their own Class
+// unset. Options.FairnessKey goes the same way (interceptor.WithFairnessKey)
+// and into the activity's Temporal priority, with Options.FairnessWeight.
 //
 // CallModel decides only from the error types and details in the workflow's
 // history, so it replays deterministically.

@@ -128,7 +128,7 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 	args = append(args, s.opts.TicketGrace.Microseconds(), sig)
 	for _, o := range ops {
 		args = append(args, o.code, o.call)
-		args = append(args, o.fields...)
+		args = append(args, s.opFields(o)...)
 		if o.code == opReserve && o.sig == sig {
 			args[len(args)-1] = "" // the batch's
 		}
@@ -168,4 +168,27 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 	if next != nil {
 		go s.runBatch(k, next)
 	}
+}
+
+// v3Fields is the number of fields of a reserve and a settle in scripts
+// before 4.0, which knew no fairness.
+const (
+	v3ReserveFields = 16
+	v3SettleFields  = 10
+)
+
+// opFields returns o's fields as the store's scripts read them: with
+// v3Ops (a test of a rolling deploy running the previous scripts), in the
+// layout of scripts 3.x, which ends a reserve with its signature.
+func (s *Store) opFields(o *op) []any {
+	if !s.v3Ops {
+		return o.fields
+	}
+	switch o.code {
+	case opReserve:
+		return append(append([]any{}, o.fields[:v3ReserveFields-1]...), o.fields[len(o.fields)-1])
+	case opSettle:
+		return o.fields[:v3SettleFields]
+	}
+	return o.fields
 }

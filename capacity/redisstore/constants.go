@@ -25,7 +25,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "3.3"
+const scriptVersion = "4.0"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -37,8 +37,8 @@ const (
 
 // The number of fields of each operation, after its code and its call.
 const (
-	reserveFields = 16 // day boundary, next boundary, attempt, class, charges x7, ttl, deadline, book, since, limits signature
-	settleFields  = 10 // day boundary, next boundary, attempt, final minus reserved x7
+	reserveFields = 22 // day boundary, next boundary, attempt, class, charges x7, ttl, deadline, book, since, rank, floor, flow weight, fairness key, share, tokens per day, limits signature
+	settleFields  = 18 // day boundary, next boundary, attempt, final minus reserved x7, class, fairness key, flow weight, reserved x4 (the buckets), granted at
 	observeFields = 27 // day boundary, next boundary, per bucket: has limit, limit, has remaining, remaining; mark valid, mark x4; per bucket: remaining excludes calls in flight
 )
 
@@ -53,12 +53,19 @@ const (
 	fieldMark      = "mark"
 	fieldAt        = "at"
 	fieldTold      = "told"
+	fieldKey       = "key"
+	fieldWeight    = "weight"
+	fieldRank      = "rank"
+	fieldFloor     = "floor"
+	fieldStart     = "start"
+	fieldFinish    = "finish"
 )
 
 // A record field holds a number, or one number per dimension.
 const (
 	kindNumber    = "number"
 	kindDimension = "dimension"
+	kindString    = "string" // a name without spaces or '=' (a fairness key)
 )
 
 // recordField is one field of a stored lease or ticket.
@@ -69,10 +76,13 @@ var (
 	leaseFields = []recordField{
 		{fieldAttempt, kindNumber}, {fieldClass, kindNumber}, {fieldGrantedAt, kindNumber},
 		{fieldExpires, kindNumber}, {fieldCharge, kindDimension}, {fieldMark, kindDimension},
+		{fieldKey, kindString}, {fieldWeight, kindNumber}, // its flow (4.0): lua/fair.lua
 	}
 	ticketFields = []recordField{
 		{fieldAt, kindNumber}, {fieldExpires, kindNumber}, {fieldClass, kindNumber}, {fieldCharge, kindDimension},
 		{fieldTold, kindNumber}, // the time its call was last given (3.3): lua/rules.lua, retime
+		{fieldKey, kindString}, {fieldRank, kindNumber}, {fieldFloor, kindNumber}, {fieldWeight, kindNumber},
+		{fieldStart, kindNumber}, {fieldFinish, kindNumber}, // its place in fair queuing (4.0): lua/fair.lua
 	}
 )
 
@@ -98,6 +108,10 @@ func luaConstants() []luaConstant {
 		{"SCRIPT_VERSION", scriptVersion, "this version of the scripts (constants.go: scriptVersion)"},
 		{"NB", int(capacity.Tokens) + 1, "per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)"},
 		{"ND", capacity.NumDimensions, "every dimension: 1 .. ND"},
+		{"REQUESTS", int(capacity.Requests) + 1, "the per-minute buckets"},
+		{"INPUT_TOKENS", int(capacity.InputTokens) + 1, ""},
+		{"OUTPUT_TOKENS", int(capacity.OutputTokens) + 1, ""},
+		{"TOKENS", int(capacity.Tokens) + 1, ""},
 		{"REQUESTS_PER_DAY", int(capacity.RequestsPerDay) + 1, "the per-day counters"},
 		{"TOKENS_PER_DAY", int(capacity.TokensPerDay) + 1, ""},
 		{"IN_FLIGHT", int(capacity.InFlight) + 1, "the in-flight slots"},
@@ -105,6 +119,8 @@ func luaConstants() []luaConstant {
 		{"NCLASSES", len(capacity.Classes()), "classes: 0 .. NCLASSES - 1 (capacity.Class)"},
 		{"CLASS_NAMES", classNames, "class names (capacity.Class.String)"},
 		{"CLASS_RANKS", classRanks, "class ranks (capacity.Class.Rank): a higher rank may borrow what lower ranks booked"},
+		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
+		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
 		{"STANDARD", int(capacity.Standard), ""},
 		{"INTERACTIVE", int(capacity.Interactive), ""},
 		{"BULK", int(capacity.Bulk), ""},
@@ -128,6 +144,8 @@ func luaConstants() []luaConstant {
 		{"DENY_DEADLINE", int(capacity.DenyDeadline), ""},
 		{"DENY_DAILY_QUOTA", int(capacity.DenyDailyQuota), ""},
 		{"DENY_TICKET", int(capacity.DenyTicket), ""},
+		{"DENY_KEY_CAP", int(capacity.DenyKeyCap), ""},
+		{"DENY_KEY_QUOTA", int(capacity.DenyKeyQuota), ""},
 		{"OP_RESERVE", opReserve, "operation codes of a batch (constants.go)"},
 		{"OP_SETTLE", opSettle, ""},
 		{"OP_OBSERVE", opObserve, ""},
@@ -140,6 +158,8 @@ func luaConstants() []luaConstant {
 		{"K_TICKET_EXPIRIES", keyTicketExp + 1, ""},
 		{"K_TICKET_TIMES", keyTicketAt + 1, ""},
 		{"K_ENDED", keyEnded + 1, ""},
+		{"K_FLOWS", keyFlows + 1, ""},
+		{"K_KEY_CAPS", keyKeyCaps + 1, ""},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
 		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},
 	}

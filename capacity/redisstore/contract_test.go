@@ -22,4 +22,5 @@ func TestContract(t *testing.T) {
 	}
 	storetest.Run(t, factory)
 	storetest.RunCases(t, storetest.ClassCases, factory)
+	storetest.RunCases(t, storetest.FairCases, factory)
 }

@@ -162,6 +162,23 @@ func (m *diffModel) drawRequest(t *rapid.T) capacity.Request {
 	if rapid.Bool().Draw(t, "has-deadline") {
 		req.Deadline = m.clock.Now().Add(time.Duration(rapid.IntRange(0, 10000).Draw(t, "deadline-ms")) * time.Millisecond)
 	}
+	if rapid.Bool().Draw(t, "keyed") {
+		req.Fairness = capacity.Fairness{
+			Key:    rapid.SampledFrom([]string{"a", "b", "tenant-c"}).Draw(t, "key"),
+			Weight: rapid.SampledFrom([]float64{0, 1, 3, 0.5}).Draw(t, "key-weight"),
+		}
+		if rapid.IntRange(0, 2).Draw(t, "capped") == 0 {
+			req.Fairness.Share = rapid.SampledFrom([]float64{0, 0.25, 1}).Draw(t, "share")
+			req.Fairness.TokensPerDay = rapid.SampledFrom([]int64{0, 500, 5000}).Draw(t, "key-tokens-per-day")
+		}
+	}
+	if rapid.IntRange(0, 3).Draw(t, "ruled") == 0 {
+		req.Rule = &capacity.ClassRule{
+			Rank:   rapid.IntRange(0, capacity.MaxRank).Draw(t, "rank"),
+			Floor:  rapid.SampledFrom([]float64{0, 0.2}).Draw(t, "rule-floor"),
+			Weight: rapid.SampledFrom([]float64{0, 1, 2}).Draw(t, "class-weight"),
+		}
+	}
 	return req
 }
 
@@ -462,5 +479,13 @@ func sameSnapshot(t *rapid.T, a, b capacity.Snapshot) {
 	require.Equal(t, len(a.Blocks), len(b.Blocks), "blocks: memory %v, redis %v", a.Blocks, b.Blocks)
 	for i := range a.Blocks {
 		sameBlock(t, a.Blocks[i], b.Blocks[i])
+	}
+	require.Equal(t, a.Flows, b.Flows, "flows")
+	require.Equal(t, len(a.Keys), len(b.Keys), "keys: memory %v, redis %v", a.Keys, b.Keys)
+	for i := range a.Keys {
+		ka, kb := a.Keys[i], b.Keys[i]
+		require.True(t, ka.DayEnd.Equal(kb.DayEnd), "key day end: memory %v, redis %v", ka.DayEnd, kb.DayEnd)
+		ka.DayEnd, kb.DayEnd = time.Time{}, time.Time{}
+		require.Equal(t, ka, kb)
 	}
 }

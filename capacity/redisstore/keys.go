@@ -18,6 +18,8 @@ import (
 //	{P:C}:ticket_expiries:K   ticket lapse times (sorted set)
 //	{P:C}:ticket_times:K      ticket times (sorted set)
 //	{P:C}:ended:K             leases settled or released lately, by when they are forgotten (sorted set)
+//	{P:C}:flows:K             fair-queuing flows by class/key: rank, finish, granted; TTL: the state's
+//	{P:C}:keycaps:K           fairness keys' cap counters by key; TTL: the state's
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //	{P:C}:learn:K:KIND, {P:C}:learnin:K, {P:C}:learnkinds:K   what was learned (see learn.go)
@@ -33,6 +35,8 @@ const (
 	keyTicketExp = 5
 	keyTicketAt  = 6
 	keyEnded     = 7 // added in scripts 3.2; earlier scripts ignore it
+	keyFlows     = 8 // added in scripts 4.0
+	keyKeyCaps   = 9 // added in scripts 4.0
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -67,6 +71,8 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 			keyTicketExp: tag + ":ticket_expiries:" + k,
 			keyTicketAt:  tag + ":ticket_times:" + k,
 			keyEnded:     tag + ":ended:" + k,
+			keyFlows:     tag + ":flows:" + k,
+			keyKeyCaps:   tag + ":keycaps:" + k,
 		},
 		channel: tag + ":n:" + k,
 		failure: tag + ":f:" + k + ":",

@@ -46,6 +46,8 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":ticket_expiries:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":ticket_times:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":ended:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":flows:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":keycaps:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)
@@ -93,7 +95,8 @@ func TestKeyTTLs(t *testing.T) {
 	near(k.keys[keyState], time.Until(l.DayReset.Next(time.Now()))) // today's count matters until the boundary
 	near(k.keys[keyCredBlock], 20*time.Second)                      // the block's end
 	near(k.failure+"c1", 10*time.Second)                            // forgotten then
-	require.Len(t, keys, 5, "no other keys: %v", keys)              // no ticket was booked
+	near(k.keys[keyFlows], time.Until(l.DayReset.Next(time.Now()))) // fair queuing lives as long as the state
+	require.Len(t, keys, 6, "no other keys: %v", keys)              // no ticket was booked
 
 	// Settled, the scope matters until its bucket is full again (0.1 s) and
 	// its daily count resets (the day boundary), not until a lease expiry.

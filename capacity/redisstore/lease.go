@@ -64,6 +64,11 @@ func (s *Store) settleOp(ctx context.Context, k *scopeKeys, lease capacity.Lease
 	for _, c := range delta {
 		fields = append(fields, c)
 	}
+	fields = append(fields, int(lease.Class), lease.Key, lease.Weight)
+	for _, d := range []capacity.Dimension{capacity.Requests, capacity.InputTokens, capacity.OutputTokens, capacity.Tokens} {
+		fields = append(fields, lease.Charges[d])
+	}
+	fields = append(fields, lease.GrantedAt.UnixMicro())
 	return &op{ctx: ctx, code: opSettle, call: lease.Call, fields: fields}
 }
 

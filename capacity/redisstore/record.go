@@ -13,22 +13,30 @@ import (
 // name=value pairs, a per-dimension field once per dimension as
 // name.dimension (constants.go: leaseFields, ticketFields). A name this
 // version does not know is ignored and a missing one reads as 0, so the
-// format can grow.
-type record map[string]float64
+// format can grow. The one string field, the fairness key (fieldKey), is
+// held apart.
+type record struct {
+	n   map[string]float64
+	key string
+}
 
 // parseRecord reads a record line.
 func parseRecord(line string) (record, error) {
-	r := record{}
+	r := record{n: map[string]float64{}}
 	for _, pair := range strings.Fields(line) {
 		name, value, ok := strings.Cut(pair, "=")
 		if !ok {
-			return nil, fmt.Errorf("%w: record field %q has no value", ErrBadReply, pair)
+			return record{}, fmt.Errorf("%w: record field %q has no value", ErrBadReply, pair)
+		}
+		if name == fieldKey {
+			r.key = value
+			continue
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: record field %q: %v", ErrBadReply, name, err)
+			return record{}, fmt.Errorf("%w: record field %q: %v", ErrBadReply, name, err)
 		}
-		r[name] = v
+		r.n[name] = v
 	}
 	return r, nil
 }
@@ -37,14 +45,14 @@ func parseRecord(line string) (record, error) {
 func (r record) charges(name string) capacity.Charges {
 	var c capacity.Charges
 	for _, d := range capacity.Dimensions() {
-		c[d] = int64(r[name+"."+d.String()])
+		c[d] = int64(r.n[name+"."+d.String()])
 	}
 	return c
 }
 
 // time reads a time field (unix microseconds; 0 is the zero time).
 func (r record) time(name string) time.Time {
-	us := int64(r[name])
+	us := int64(r.n[name])
 	if us == 0 {
 		return time.Time{}
 	}
@@ -54,12 +62,12 @@ func (r record) time(name string) time.Time {
 // lease reads a stored lease of call on sc.
 func (r record) lease(sc capacity.Scope, call string) capacity.Lease {
 	le := capacity.Lease{
-		Call: call, Scope: sc, Attempt: int(r[fieldAttempt]), Class: capacity.Class(r[fieldClass]),
+		Call: call, Scope: sc, Attempt: int(r.n[fieldAttempt]), Class: capacity.Class(r.n[fieldClass]),
 		GrantedAt: r.time(fieldGrantedAt), Expires: r.time(fieldExpires), Charges: r.charges(fieldCharge),
-		Mark: capacity.Mark{Valid: true},
+		Mark: capacity.Mark{Valid: true}, Key: r.key, Weight: r.n[fieldWeight],
 	}
 	for _, d := range capacity.Dimensions() {
-		le.Mark.Granted[d] = r[fieldMark+"."+d.String()]
+		le.Mark.Granted[d] = r.n[fieldMark+"."+d.String()]
 	}
 	le.ID = capacity.LeaseID(call, le.Attempt)
 	return le
@@ -69,7 +77,9 @@ func (r record) lease(sc capacity.Scope, call string) capacity.Lease {
 func (r record) ticket(call string) capacity.Ticket {
 	return capacity.Ticket{
 		Call: call, At: r.time(fieldAt), Expires: r.time(fieldExpires),
-		Class: capacity.Class(r[fieldClass]), Charges: r.charges(fieldCharge),
+		Class: capacity.Class(r.n[fieldClass]), Charges: r.charges(fieldCharge),
+		Key: r.key, Rank: int(r.n[fieldRank]), Floor: r.n[fieldFloor], Weight: r.n[fieldWeight],
+		Start: r.n[fieldStart], Finish: r.n[fieldFinish],
 	}
 }
 
@@ -80,7 +90,7 @@ func (r *reply) lease(sc capacity.Scope, call string) capacity.Lease {
 		return capacity.Lease{}
 	}
 	rec, err := parseRecord(line)
-	if err == nil && (rec[fieldAttempt] < 1 || rec[fieldExpires] <= 0) {
+	if err == nil && (rec.n[fieldAttempt] < 1 || rec.n[fieldExpires] <= 0) {
 		err = fmt.Errorf("%w: lease %q without an attempt or an expiry", ErrBadReply, line)
 	}
 	if err != nil {

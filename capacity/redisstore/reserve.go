@@ -62,7 +62,10 @@ func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Reques
 	for _, c := range req.Charges {
 		fields = append(fields, c)
 	}
-	fields = append(fields, leaseTTL(req).Microseconds(), deadline, boolArg(req.Book), since, sig)
+	rule := req.EffectiveRule(s.localNow())
+	fields = append(fields, leaseTTL(req).Microseconds(), deadline, boolArg(req.Book), since,
+		rule.Rank, rule.Floor, req.FlowWeight(rule), req.Fairness.Key, req.Fairness.Share, req.Fairness.TokensPerDay,
+		sig) // the signature last: a batch's reserves share it (batch.go)
 	return &op{ctx: ctx, code: opReserve, call: req.Call, fields: fields, sig: sig, onAbandon: func(o *op) {
 		// The caller gave up after its request was sent: give back a grant
 		// or a booked ticket.
@@ -98,6 +101,9 @@ func parseReserve(r *reply, h header, req capacity.Request) (capacity.Reservatio
 		}
 	case "x":
 		e := &capacity.DemandTooLargeError{Dimension: capacity.Dimension(r.int()), Charge: r.int(), Capacity: r.float()}
+		if r.more() {
+			e.Key = r.int() == 1 // scripts before 4.0 say nothing
+		}
 		if r.err != nil {
 			return capacity.Reservation{}, false, r.err
 		}

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 )
@@ -73,6 +75,7 @@ func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snaps
 		snap.Blocks = append(snap.Blocks, sb.block())
 		r.check(sb)
 	}
+	snap.Flows, snap.Keys = r.fair()
 	if r.err != nil {
 		return capacity.Snapshot{}, r.err
 	}
@@ -92,4 +95,74 @@ func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snaps
 		return snap.Tickets[i].Call < snap.Tickets[j].Call
 	})
 	return snap, nil
+}
+
+// fair reads the flows, the ranks' virtual times and the key caps of a
+// snapshot's reply (lua/snapshot.lua).
+func (r *reply) fair() ([]capacity.Flow, []capacity.KeyUsage) {
+	if !r.more() {
+		return nil, nil // scripts before 4.0 knew no fairness
+	}
+	var flows []capacity.Flow
+	fs := r.sub()
+	for fs.more() {
+		e := fs.sub()
+		id, v := e.str(), e.str()
+		fs.check(e)
+		class, key, _ := strings.Cut(id, "/")
+		n := fields(v)
+		c, _ := strconv.Atoi(class)
+		flows = append(flows, capacity.Flow{Class: capacity.Class(c), Key: key, Rank: int(n[0]), Finish: n[1], Granted: n[2]})
+	}
+	r.check(fs)
+	vs := r.sub()
+	var virtual []float64
+	for vs.more() {
+		virtual = append(virtual, vs.float())
+	}
+	r.check(vs)
+	for i := range flows {
+		if rk := flows[i].Rank; rk >= 0 && rk < len(virtual) {
+			flows[i].Virtual = virtual[rk]
+		}
+	}
+	sort.Slice(flows, func(i, j int) bool {
+		if flows[i].Class != flows[j].Class {
+			return flows[i].Class < flows[j].Class
+		}
+		return flows[i].Key < flows[j].Key
+	})
+	var keys []capacity.KeyUsage
+	ks := r.sub()
+	for ks.more() {
+		e := ks.sub()
+		key, v := e.str(), e.str()
+		ks.check(e)
+		n := fields(v)
+		u := capacity.KeyUsage{Key: key, DayUsed: n[2]}
+		if n[3] > 0 {
+			u.DayEnd = fromMicros(int64(n[3]))
+		}
+		for d := range capacity.Tokens + 1 {
+			u.ShareLevel[d] = n[4+int(d)]
+		}
+		keys = append(keys, u)
+	}
+	r.check(ks)
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Key < keys[j].Key })
+	return flows, keys
+}
+
+// fields reads a stored list of numbers, at least 8 (missing ones read 0).
+func fields(v string) []float64 {
+	n := make([]float64, 8)
+	for i, f := range strings.Fields(v) {
+		x, _ := strconv.ParseFloat(f, 64)
+		if i < len(n) {
+			n[i] = x
+		} else {
+			n = append(n, x)
+		}
+	}
+	return n
 }

@@ -30,6 +30,9 @@ type Store struct {
 	// scripts are the Lua scripts it runs: this version's (tests of
 	// upgrades run an earlier version's).
 	scripts *scripts
+	// v3Ops sends operations in the layout of scripts 3.x (tests of a
+	// rolling deploy that run those scripts: the previous worker's Go).
+	v3Ops bool
 	// local, if set, is this worker's clock where it differs from the
 	// store's (tests of clock skew); else opts.Clock or the system clock.
 	local capacity.Clock

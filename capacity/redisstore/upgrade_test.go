@@ -17,7 +17,7 @@ import (
 // previousScripts is the directory of the previous version's scripts, kept
 // as they were released. When the scripts change, copy lua/ there (after
 // the release) so the next version is tested against this one.
-const previousScripts = "testdata/scripts-v3.0"
+const previousScripts = "testdata/scripts-v3.3"
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
 // requests and in-flight slots limited too, and class floors.
@@ -37,9 +37,10 @@ var rollingLimits = capacity.Limits{
 // with tickets, settling with actual usage or releasing. Each version reads
 // the state, leases and tickets the other wrote, so the scope keeps one
 // budget: the conformance invariant holds over every interval across both,
-// in every bucket and the in-flight cap. (Version 3.1 adds a state field,
-// written_by, that 3.0 leaves as it is, and announces releases only to
-// callers a release can help.)
+// in every bucket and the in-flight cap. (Version 4.0 adds fair queuing:
+// fields of tickets, leases and the state that 3.3 leaves as they are, and
+// longer operations, which the previous worker sends in its own layout:
+// Store.v3Ops.)
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3 s of traffic")
@@ -50,7 +51,7 @@ func TestRollingUpgrade(t *testing.T) {
 	require.NoError(t, err)
 	older, err := New(rdb, Options{Prefix: prefix})
 	require.NoError(t, err)
-	older.scripts = previous
+	older.scripts, older.v3Ops = previous, true
 	newer, err := New(rdb, Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
@@ -107,10 +108,14 @@ func TestRollingUpgrade(t *testing.T) {
 	use := mpNet(events, capacity.Tokens, from, to) / (budgets[capacity.Tokens].Rate * to.Sub(from).Seconds())
 	t.Logf("utilization of tokens: %.1f%% (not asserted: it depends on the machine's load)", 100*use)
 
-	// The older version kept the field only the newer one knows.
-	writer, err := rdb.HGet(context.Background(), newer.keysFor(keysScope).keys[keyState], "written_by").Result()
+	// The older version kept the fields only the newer one knows.
+	state := newer.keysFor(keysScope).keys[keyState]
+	writer, err := rdb.HGet(context.Background(), state, "written_by").Result()
 	require.NoError(t, err)
-	require.Equal(t, scriptVersion, writer)
+	require.Contains(t, []string{scriptVersion, "3.3"}, writer)
+	kept, err := rdb.HExists(context.Background(), state, "virtual").Result()
+	require.NoError(t, err)
+	require.True(t, kept, "the fair-queuing state of 4.0 survives the older scripts")
 
 	// Both versions read what the other wrote.
 	for _, s := range []*Store{older, newer} {

@@ -1,6 +1,6 @@
 // Command tollgate is tollgate's operator CLI.
 //
-//	tollgate status   [-redis addr] [-prefix p] [-json]   live budgets, leases, tickets and blocks per scope
+//	tollgate status   [-redis addr] [-prefix p] [-json] [-classes names]   live budgets, leases, tickets, blocks, fairness flows and keys per scope
 //	tollgate unblock  [-redis addr] [-credential] SCOPE  lift a scope's block (and its credential's)
 //	tollgate advise   [-redis addr] [-prefix p] [-json]   learned output per scope and call kind against max_tokens
 //	tollgate simulate [-provider openai] [-tpm n] ...    try limits on a workload before production
@@ -65,7 +65,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: tollgate <command> [flags]
 
 commands:
-  status     live budgets, in-flight leases, booked tickets and blocks of every scope in Redis
+  status     live budgets, in-flight leases, booked tickets, blocks, fairness flows and keys of every scope in Redis
   unblock    lift a scope's block (and, with -credential, its credential's) in Redis
   advise     output learned per scope and call kind against max_tokens, and the TPM oversizing costs
   simulate   run a workload against limits on a simulated clock and report waits and utilization

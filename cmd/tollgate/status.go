@@ -27,6 +27,46 @@ type scopeStatus struct {
 	Tickets    int                `json:"tickets"`
 	QueueAge   time.Duration      `json:"queue_ns"` // until the last booked ticket is due
 	Blocks     []string           `json:"blocks,omitempty"`
+	// Flows are the scope's fair-queuing flows (class, fairness key), by
+	// class then key; Keys the fairness keys with caps, by key.
+	Flows []flowStatus `json:"flows,omitempty"`
+	Keys  []keyStatus  `json:"keys,omitempty"`
+}
+
+// flowStatus is one (class, fairness key) flow of a scope.
+type flowStatus struct {
+	// Class is the class's name (-classes), ClassIndex its index.
+	Class      string `json:"class"`
+	ClassIndex int    `json:"class_index"`
+	// Key is the fairness key; "" is the class's shared key.
+	Key string `json:"key"`
+	// Rank is the rank the flow was last served at (a class lifted by
+	// aging ranks higher).
+	Rank int `json:"rank"`
+	// Waiting is the flow's booked tickets; Queue the time until the last
+	// of them is due.
+	Waiting int           `json:"waiting"`
+	Queue   time.Duration `json:"queue_ns"`
+	// Granted is the tokens granted to the flow, settled to what its calls
+	// cost, since the store first saw it.
+	Granted float64 `json:"granted_tokens"`
+	// Ahead is how far the flow's virtual finish is ahead of its rank's
+	// virtual time, in tokens per unit of weight: how much more than its
+	// share it was served lately. 0: not ahead (an idle flow keeps no
+	// credit).
+	Ahead float64 `json:"ahead"`
+}
+
+// keyStatus is the counters of a fairness key with caps on a scope.
+type keyStatus struct {
+	Key string `json:"key"`
+	// DayUsed is the tokens charged to the key in the day window ending
+	// DayEnd.
+	DayUsed float64   `json:"day_used"`
+	DayEnd  time.Time `json:"day_end"`
+	// Share is what the key's own per-minute buckets (a Share cap) hold,
+	// per limited per-minute dimension; 0 for a key without a share cap.
+	Share map[string]float64 `json:"share_levels,omitempty"`
 }
 
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,6 +75,8 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var rf redisFlags
 	rf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
+	classList := fs.String("classes", "", "the workers' class names in index order, comma-separated, as in interceptor.Options.Classes (default: the built-in "+
+		strings.Join(builtinClassNames(), ",")+")")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -49,13 +91,17 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	names := builtinClassNames()
+	if *classList != "" {
+		names = strings.Split(*classList, ",")
+	}
 	var lines []scopeStatus
 	for _, sc := range scopes {
 		snap, err := store.Snapshot(ctx, sc)
 		if err != nil {
 			return fmt.Errorf("snapshot of %s: %w", sc.Key(), err)
 		}
-		lines = append(lines, statusOf(snap))
+		lines = append(lines, statusOf(snap, names))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -69,7 +115,18 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return printStatus(stdout, lines)
 }
 
-func statusOf(snap capacity.Snapshot) scopeStatus {
+// builtinClassNames is the names of the built-in classes in index order.
+func builtinClassNames() []string {
+	var names []string
+	for _, c := range capacity.Classes() {
+		names = append(names, c.String())
+	}
+	return names
+}
+
+// statusOf is the status of the scope of snap; classNames names the
+// classes by index.
+func statusOf(snap capacity.Snapshot, classNames []string) scopeStatus {
 	st := scopeStatus{Scope: snap.Scope.Key(), Levels: map[string]float64{}, Capacities: map[string]float64{},
 		InFlight: len(snap.Leases), Tickets: len(snap.Tickets)}
 	for d := capacity.Dimension(0); int(d) < capacity.NumDimensions; d++ {
@@ -92,7 +149,54 @@ func statusOf(snap capacity.Snapshot) scopeStatus {
 	for _, b := range snap.Blocks {
 		st.Blocks = append(st.Blocks, blockString(b, snap.Now))
 	}
+	st.Flows = flowsOf(snap, classNames)
+	for _, k := range snap.Keys {
+		ks := keyStatus{Key: k.Key, DayUsed: k.DayUsed, DayEnd: k.DayEnd}
+		for _, d := range capacity.Dimensions() {
+			if d.PerMinute() && snap.Budget[d].Limited {
+				if ks.Share == nil {
+					ks.Share = map[string]float64{}
+				}
+				ks.Share[d.String()] = k.ShareLevel[d]
+			}
+		}
+		st.Keys = append(st.Keys, ks)
+	}
 	return st
+}
+
+// flowsOf is the flows of snap, with their waiting tickets.
+func flowsOf(snap capacity.Snapshot, classNames []string) []flowStatus {
+	type id struct {
+		class capacity.Class
+		key   string
+	}
+	at := map[id]int{}
+	var flows []flowStatus
+	for _, f := range snap.Flows {
+		at[id{f.Class, f.Key}] = len(flows)
+		flows = append(flows, flowStatus{
+			Class: className(f.Class, classNames), ClassIndex: int(f.Class), Key: f.Key, Rank: f.Rank,
+			Granted: f.Granted, Ahead: max(f.Finish-f.Virtual, 0),
+		})
+	}
+	for _, tk := range snap.Tickets {
+		i, ok := at[id{tk.Class, tk.Key}]
+		if !ok {
+			continue // a flow the store forgot: its tickets count in the scope's
+		}
+		flows[i].Waiting++
+		flows[i].Queue = max(flows[i].Queue, tk.At.Sub(snap.Now))
+	}
+	return flows
+}
+
+// className is the name of class c: classNames[c], or "class(N)".
+func className(c capacity.Class, classNames []string) string {
+	if c >= 0 && int(c) < len(classNames) && classNames[c] != "" {
+		return classNames[c]
+	}
+	return fmt.Sprintf("class(%d)", int(c))
 }
 
 func printStatus(w io.Writer, lines []scopeStatus) error {
@@ -118,6 +222,62 @@ func printStatus(w io.Writer, lines []scopeStatus) error {
 			blocks = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", l.Scope, strings.Join(budgets, " "), flight, l.Tickets, l.QueueAge.Round(time.Millisecond), blocks)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := printFlows(w, lines); err != nil {
+		return err
+	}
+	return printKeys(w, lines)
+}
+
+// printFlows prints the fair-queuing flows of every scope, if any.
+func printFlows(w io.Writer, lines []scopeStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for _, l := range lines {
+		for _, f := range l.Flows {
+			if !header {
+				fmt.Fprintln(tw, "\nSCOPE\tCLASS\tKEY\tRANK\tWAITING\tQUEUE\tGRANTED TOKENS\tAHEAD")
+				header = true
+			}
+			key := f.Key
+			if key == "" {
+				key = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%v\t%.0f\t%.0f\n", l.Scope, f.Class, key, f.Rank, f.Waiting, f.Queue.Round(time.Millisecond), f.Granted, f.Ahead)
+		}
+	}
+	return tw.Flush()
+}
+
+// printKeys prints the fairness keys with caps of every scope, if any.
+func printKeys(w io.Writer, lines []scopeStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for _, l := range lines {
+		for _, k := range l.Keys {
+			if !header {
+				fmt.Fprintln(tw, "\nSCOPE\tKEY\tDAY USED\tDAY ENDS\tSHARE LEVELS")
+				header = true
+			}
+			var share []string
+			for _, d := range capacity.Dimensions() {
+				if v, ok := k.Share[d.String()]; ok {
+					share = append(share, fmt.Sprintf("%s %.0f", d, v))
+				}
+			}
+			shares := strings.Join(share, " ")
+			if shares == "" {
+				shares = "-"
+			}
+			dayEnd := "-"
+			if !k.DayEnd.IsZero() {
+				dayEnd = k.DayEnd.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\n", l.Scope, k.Key, k.DayUsed, dayEnd, shares)
+		}
 	}
 	return tw.Flush()
 }

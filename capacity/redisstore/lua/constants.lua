@@ -4,11 +4,16 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "3.3"
+local SCRIPT_VERSION = "4.0"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
 local ND = 7
+-- the per-minute buckets
+local REQUESTS = 1
+local INPUT_TOKENS = 2
+local OUTPUT_TOKENS = 3
+local TOKENS = 4
 -- the per-day counters
 local REQUESTS_PER_DAY = 5
 local TOKENS_PER_DAY = 6
@@ -22,6 +27,10 @@ local NCLASSES = 3
 local CLASS_NAMES = {[0] = "standard", [1] = "interactive", [2] = "bulk"}
 -- class ranks (capacity.Class.Rank): a higher rank may borrow what lower ranks booked
 local CLASS_RANKS = {[0] = 1, [1] = 2, [2] = 0}
+-- class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)
+local NRANKS = 8
+-- capacity.MaxIdleFlows
+local MAX_IDLE_FLOWS = 1024
 local STANDARD = 0
 local INTERACTIVE = 1
 local BULK = 2
@@ -61,12 +70,14 @@ local DENY_BLOCKED = 2
 local DENY_DEADLINE = 3
 local DENY_DAILY_QUOTA = 4
 local DENY_TICKET = 5
+local DENY_KEY_CAP = 6
+local DENY_KEY_QUOTA = 7
 -- operation codes of a batch (constants.go)
 local OP_RESERVE = 1
 local OP_SETTLE = 2
 local OP_OBSERVE = 3
 -- fields of each operation after its code and call
-local OP_FIELDS = {[1] = 16, [2] = 10, [3] = 27}
+local OP_FIELDS = {[1] = 22, [2] = 18, [3] = 27}
 -- KEYS of a scope script (keys.go)
 local K_EPOCH = 1
 local K_CRED_BLOCK = 2
@@ -76,7 +87,9 @@ local K_TICKETS = 5
 local K_TICKET_EXPIRIES = 6
 local K_TICKET_TIMES = 7
 local K_ENDED = 8
+local K_FLOWS = 9
+local K_KEY_CAPS = 10
 -- a stored lease (constants.go: leaseFields)
-local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}}
+local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}}
 -- a stored ticket (constants.go: ticketFields)
-local TICKET_FIELDS = {{"at", "number"}, {"expires", "number"}, {"class", "number"}, {"charge", "dimension"}, {"told", "number"}}
+local TICKET_FIELDS = {{"at", "number"}, {"expires", "number"}, {"class", "number"}, {"charge", "dimension"}, {"told", "number"}, {"key", "string"}, {"rank", "number"}, {"floor", "number"}, {"weight", "number"}, {"start", "number"}, {"finish", "number"}}

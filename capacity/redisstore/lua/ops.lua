@@ -8,10 +8,13 @@
 -- reserves, then the operations, each its code, its call ('' for an
 -- observe) and OP_FIELDS[code] fields (constants.go):
 --   OP_RESERVE: day boundary, next boundary, attempt, class, charges x7,
---       ttl, deadline (0: none), book (0/1), since (0: none), limits
---       signature ('': the batch's)
+--       ttl, deadline (0: none), book (0/1), since (0: none), rank,
+--       floor, flow weight (its class rule, Request.EffectiveRule, and
+--       FlowWeight), fairness key, share, tokens per day, limits signature
+--       ('': the batch's)
 --   OP_SETTLE: day boundary, next boundary, attempt (0: matches no lease),
---       final charges minus reserved x7
+--       final charges minus reserved x7, the lease's class, fairness key
+--       and weight, reserved x4 (the buckets), granted at
 --   OP_OBSERVE: day boundary, next boundary, for each bucket: has limit,
 --       limit, has remaining, remaining; mark valid, mark x4; for each
 --       bucket: remaining excludes calls in flight
@@ -21,7 +24,8 @@
 --                                   claimed ticket (lease: its record line)
 --   {'d', reason, binding, retry at, booked[, block x6 if blocked]}
 --                                   booked: 0, or 1 (holds a ticket)
---   {'x', dimension, charge, capacity}  too large, never queued
+--   {'x', dimension, charge, capacity, key}  too large, never queued (key:
+--                                   1 for the fairness key's daily cap)
 --   {'s', live attempt}             an older attempt than the live lease's
 -- A settle's: 'ok', or 'gone' when the scope's state did not exist.
 -- An observe's: 'ok'.
@@ -81,6 +85,15 @@ local function claimCredentialProbe()
   end
 end
 
+-- grantTicket grants the call holding a due ticket its lease: the ticket's
+-- charges were taken when it was booked.
+local function grantTicket(req)
+  local tk = unbook(req.call)
+  fair.serve(tk.class, tk.key, tk.rank, tk.start, tk.charge)
+  req.class, req.key = tk.class, tk.key
+  return grantLease(tk.charge, false, req, tk.weight)
+end
+
 -- claimTicket decides a call that holds ticket tk: it claims it at its
 -- time without competing again.
 local function claimTicket(req, tk)
@@ -92,7 +105,7 @@ local function claimTicket(req, tk)
     end
     return deny(DENY_TICKET, 0, tk.at, true)
   end
-  local fl = classFloor(effectiveClass(tk.class, req.since))
+  local fl = req.floor
   local w = ticketShortfall(tk, fl)
   if w > 0 then
     -- A higher class borrowed this ticket's capacity: it moves later.
@@ -102,8 +115,7 @@ local function claimTicket(req, tk)
     return deny(DENY_TICKET, 0, tk.at, true)
   end
   if not slotFree(fl) then return deny(DENY_CAPACITY, IN_FLIGHT - 1, nextSlotAt(), true) end
-  unbook(req.call)
-  return grantLease(tk.charge, false, req)
+  return grantTicket(req)
 end
 
 -- dailyDenial returns the denial of a call that does not fit today's
@@ -122,15 +134,41 @@ local function dailyDenial(req, fl)
   return nil
 end
 
+-- keyCapDenial returns the denial of a call its key's caps stop, or nil:
+-- the day's tokens, then the key's share of every per-minute bucket,
+-- where it waits without booking (memScope.keyCapDenial).
+local function keyCapDenial(req)
+  if req.share <= 0 and req.tokens_per_day <= 0 then return nil end
+  local k = fair.refreshKey(req.key, req.share)
+  if req.tokens_per_day > 0 and k.day_used + fair.keyTokens(req.charges) > req.tokens_per_day + EPSILON then
+    return deny(DENY_KEY_QUOTA, TOKENS_PER_DAY - 1, k.day_end, false)
+  end
+  if req.share > 0 then
+    local wait, binding = 0, -1
+    for d = 1, NB do
+      local cap, c = S.capacity[d], req.charges[d]
+      if cap > 0 and c ~= 0 then
+        local need = min(c, req.share * cap) - k.share[d]
+        if need > EPSILON then
+          local w = waitFor(need, req.share * rate(d))
+          if w > wait or binding < 0 then wait, binding = w, d - 1 end
+        end
+      end
+    end
+    if binding >= 0 then return deny(DENY_KEY_CAP, binding, NOW + wait, false) end
+  end
+  return nil
+end
+
 -- bucketWait returns how long the call must wait for the per-minute
 -- buckets (the longest wait binds) and the binding dimension (0-based, -1:
 -- none).
-local function bucketWait(req, class, fl)
+local function bucketWait(req, fl)
   local wait, binding = 0, -1
   for d = 1, NB do
     local c = req.charges[d]
     if S.capacity[d] > 0 and c ~= 0 then
-      local w = fitWait(d, c, fl, borrowable(d, class))
+      local w = fitWait(d, c, fl, borrowable(d, req.rank))
       if w > 0 and (w > wait or binding < 0) then wait, binding = w, d - 1 end
     end
   end
@@ -142,14 +180,21 @@ local function admit(req)
   local tk = getTicket(req.call)
   if tk then return claimTicket(req, tk) end
 
-  -- The class's floor: the part of every budget it may not consume.
-  local class = effectiveClass(req.class, req.since)
-  local fl = classFloor(class)
+  -- The class's rule: its rank, and its floor, the part of every budget
+  -- it may not consume. The key's caps bind first.
+  local fl = req.floor
+  local capped = keyCapDenial(req)
+  if capped then return capped end
   local daily = dailyDenial(req, fl)
   if daily then return daily end
 
-  local wait, binding = bucketWait(req, class, fl)
-  if binding < 0 and slotFree(fl) then return grantLease(req.charges, true, req) end
+  local wait, binding = bucketWait(req, fl)
+  if binding < 0 and slotFree(fl) then
+    local start = fair.place(req, req.charges)
+    fair.serve(req.class, req.key, req.rank, start, req.charges)
+    fair.chargeKey(req, req.charges)
+    return grantLease(req.charges, true, req, req.weight)
+  end
 
   local retry = NOW + wait
   if binding < 0 then binding, retry = IN_FLIGHT - 1, nextSlotAt() end
@@ -158,10 +203,23 @@ local function admit(req)
     -- Book the future capacity now (x/time/rate's Reserve): the bucket
     -- goes negative, so later callers queue behind this one. A wait at
     -- the bound is not booked: the call asks again then.
+    local start, finish = fair.place(req, req.charges)
+    -- A ticket of its rank booked before it but finishing later, or any
+    -- ticket of a lower rank, is due after it.
+    local behind = finish < S.last_finish[req.rank] or bookedBelow(req.rank)
     local t = newRecord(TICKET_FIELDS)
     t.at, t.expires, t.class, t.told = retry, retry + GRACE, req.class, retry
+    t.key, t.rank, t.floor, t.weight, t.start, t.finish = req.key, req.rank, req.floor, req.weight, start, finish
     for d = 1, ND do t.charge[d] = req.charges[d] end
     book(req.call, t)
+    fair.chargeKey(req, req.charges)
+    if behind then
+      -- Its place in the fair order is ahead of tickets booked before it:
+      -- every ticket follows (retime), and it may be due at once.
+      retime()
+      retry = getTicket(req.call).at
+      if retry <= NOW and slotFree(fl) then return grantTicket(req) end
+    end
     return deny(DENY_CAPACITY, binding, retry, true)
   end
   return deny(DENY_CAPACITY, binding, retry, false)
@@ -186,7 +244,12 @@ local function reserve(req)
   -- A demand that can never fit is refused, never queued.
   for d = 1, ND do
     local most = admissible(d)
-    if most > 0 and req.charges[d] > most then return {'x', d - 1, req.charges[d], fmt(most)} end
+    if most > 0 and req.charges[d] > most then return {'x', d - 1, req.charges[d], fmt(most), 0} end
+  end
+  -- A call larger than its key's daily cap: no day admits it (keyTooLarge).
+  local tok = fair.keyTokens(req.charges)
+  if req.tokens_per_day > 0 and tok > req.tokens_per_day then
+    return {'x', TOKENS_PER_DAY - 1, tok, fmt(req.tokens_per_day), 1}
   end
   -- Idempotency and attempt supersession.
   local le = getLease(req.call)
@@ -211,7 +274,7 @@ end
 -- settle ends a lease with its final charges (MemoryStore.Settle): delta is
 -- final (never negative) minus reserved. On a scope whose state did not
 -- exist it does nothing; a lease settles once.
-local function settle(c, attempt, delta)
+local function settle(c, attempt, delta, lease)
   if not LOADED then return 'gone' end
   advance()
   local id = c .. '#' .. attempt
@@ -226,6 +289,9 @@ local function settle(c, attempt, delta)
   end
   charge(delta)
   dispatched(delta)
+  local final = {}
+  for d = 1, ND do final[d] = (lease.reserved[d] or 0) + delta[d] end
+  fair.settleFlow(lease.class, lease.key, lease.weight, lease.reserved, final, lease.granted_at)
   for d = 1, NB do
     if delta[d] ~= 0 then
       retime()
@@ -247,11 +313,14 @@ end
 
 -- reserveOp reads the reserve at ARGV[i] (its fields).
 local function reserveOp(c, i)
-  local f = numbers(i, OP_FIELDS[OP_RESERVE] - 1)
+  local f = numbers(i, 15)
+  local g = numbers(i + 15, 3)
   local req = {
     call = c, attempt = f[3], class = f[4], charges = {},
     ttl = f[12], deadline = f[13], book = f[14] == 1, since = f[15],
-    limits = ARGV[i + 15],
+    rank = g[1], floor = g[2], weight = g[3], key = ARGV[i + 18],
+    share = tonumber(ARGV[i + 19]), tokens_per_day = tonumber(ARGV[i + 20]),
+    limits = ARGV[i + 21],
   }
   for d = 1, ND do req.charges[d] = f[4 + d] end
   if req.limits == '' then req.limits = BATCH_LIMITS end
@@ -282,9 +351,12 @@ local function run(code, c, i)
     return res
   end
   if code == OP_SETTLE then
-    local f = numbers(i, OP_FIELDS[OP_SETTLE])
+    local f = numbers(i, 11)
+    local g = numbers(i + 12, 6)
     BOUND1, BOUND2 = f[1], f[2]
-    return settle(c, f[3], {f[4], f[5], f[6], f[7], f[8], f[9], f[10]})
+    local lease = {class = f[11], key = ARGV[i + 11], weight = g[1], reserved = {g[2], g[3], g[4], g[5], 0, 0, 0},
+      granted_at = g[6]}
+    return settle(c, f[3], {f[4], f[5], f[6], f[7], f[8], f[9], f[10]}, lease)
   end
   advance()
   observe(observeOp(i))

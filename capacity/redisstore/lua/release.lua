@@ -11,6 +11,8 @@ if ID == '' then
   local tk = unbook(CALL)
   if tk then
     refund(tk.charge)
+    fair.unplace(tk)
+    fair.refundKey(tk)
     retime()
     wake()
   end
@@ -19,6 +21,7 @@ else
   if le and CALL .. '#' .. le.attempt == ID then
     dropLease(CALL)
     refund(le.charge)
+    fair.settleFlow(le.class, le.key, le.weight, le.charge, zeros(ND), le.granted_at)
     retime()
     endLease(ID)
     wake()

@@ -69,14 +69,23 @@ local function effectiveClass(c, since)
   return c
 end
 
--- borrowable is what a call of class c may take, in bucket d, from the
--- capacity that lower classes booked: their tickets are late by as much.
-local function borrowable(d, c)
+-- borrowable is what a call of rank r may take, in bucket d, from the
+-- capacity that lower ranks booked: their tickets are late by as much.
+local function borrowable(d, r)
   local sum = 0
-  for lower = 0, NCLASSES - 1 do
-    if CLASS_RANKS[lower] < CLASS_RANKS[classIndex(c)] then sum = sum + S.booked_by[lower][d] end
-  end
+  for lower = 0, r - 1 do sum = sum + S.booked_rank[lower][d] end
   return sum
+end
+
+-- bookedBelow reports whether tickets of ranks below r hold capacity: a
+-- ticket of rank r booked now is due before them.
+local function bookedBelow(r)
+  for lower = 0, r - 1 do
+    for d = 1, NB do
+      if S.booked_rank[lower][d] > 0 then return true end
+    end
+  end
+  return false
 end
 
 -- admissible is the largest charge a call may have in dimension d (0:
@@ -109,19 +118,293 @@ local function waitFor(need, rate)
   return w
 end
 
+-- Fair queuing ------------------------------------------------------------
+-- (capacity/memfair.go.) Flows live in a hash (class/key -> "rank finish
+-- granted"), read and written through a cache like the leases: FLOWS[id]
+-- is {rank, finish, granted}, or false for none. Key caps live in a hash
+-- (key -> "frac last day_used day_end share x NB").
+
+-- fair holds the fair-queuing functions (one local: a script has at most
+-- 200).
+local fair = {}
+local FLOWS, FLOWS_DIRTY = {}, {}
+-- KEY_CAPS caches the key caps read or written (key -> counters, or false).
+local KEY_CAPS = {}
+
+-- keyTokens is a charge's tokens, what it costs a key's daily token cap:
+-- its combined tokens, or input plus output where no combined charge is
+-- made (capacity.chargedTokens).
+function fair.keyTokens(c)
+  if c[TOKENS] ~= 0 then return c[TOKENS] end
+  return c[INPUT_TOKENS] + c[OUTPUT_TOKENS]
+end
+
+-- fairCost is what a charge costs in fair queuing: its tokens, or its
+-- requests on a charge of no tokens (capacity.fairCost).
+function fair.fairCost(c)
+  local tok = fair.keyTokens(c)
+  if tok ~= 0 then return tok end
+  return c[REQUESTS]
+end
+
+function fair.flowID(class, key) return class .. '/' .. key end
+
+function fair.getFlow(id)
+  local f = FLOWS[id]
+  if f == nil then
+    f = false
+    if S.flows > 0 then
+      local v = call('HGET', KEYS[K_FLOWS], id)
+      if v then
+        local n = {}
+        for x in string.gmatch(v, '%S+') do n[#n + 1] = tonumber(x) or 0 end
+        f = {rank = n[1] or 0, finish = n[2] or 0, granted = n[3] or 0}
+      end
+    end
+    FLOWS[id] = f
+  end
+  return f
+end
+
+function fair.putFlow(id, f)
+  if not fair.getFlow(id) then S.flows = S.flows + 1 end
+  FLOWS[id], FLOWS_DIRTY[id] = f, true
+end
+
+flushFlows = function()
+  for id in pairs(FLOWS_DIRTY) do
+    local f = FLOWS[id]
+    if f then
+      write('HSET', KEYS[K_FLOWS], id, fmt(f.rank) .. ' ' .. fmt(f.finish) .. ' ' .. fmt(f.granted))
+    else
+      write('HDEL', KEYS[K_FLOWS], id)
+    end
+  end
+  FLOWS_DIRTY = {}
+end
+
+-- allFlows returns every flow as {id, flow}, the cache over the hash (a
+-- read-only script writes nothing).
+function fair.allFlows()
+  local out = {}
+  if S.flows == 0 then return out end
+  local all = call('HGETALL', KEYS[K_FLOWS])
+  for i = 1, #all, 2 do fair.getFlow(all[i]) end
+  for id, f in pairs(FLOWS) do
+    if f then out[#out + 1] = {id, f} end
+  end
+  return out
+end
+
+-- forgetIdleFlows drops, once a scope holds MAX_IDLE_FLOWS flows, those
+-- not ahead of their rank's virtual time.
+function fair.forgetIdleFlows()
+  if S.flows < MAX_IDLE_FLOWS then return end
+  for _, e in ipairs(fair.allFlows()) do
+    local id, f = e[1], e[2]
+    if f.finish <= S.virtual[f.rank] then
+      FLOWS[id], FLOWS_DIRTY[id] = false, true
+      S.flows = S.flows - 1
+    end
+  end
+end
+
+-- place gives a call of req's flow its virtual start and finish, and moves
+-- the flow's finish there.
+function fair.place(req, c)
+  local id = fair.flowID(req.class, req.key)
+  local f = fair.getFlow(id) or {rank = 0, finish = 0, granted = 0}
+  local start = max(f.finish, S.virtual[req.rank])
+  local finish = start + fair.fairCost(c) / req.weight
+  fair.putFlow(id, {rank = req.rank, finish = finish, granted = f.granted})
+  fair.forgetIdleFlows()
+  return start, finish
+end
+
+-- serve records that a call of flow (class, key) starting at start was
+-- granted c.
+function fair.serve(class, key, rank, start, c)
+  S.virtual[rank] = max(S.virtual[rank], start)
+  local id = fair.flowID(class, key)
+  local f = fair.getFlow(id)
+  if f then fair.putFlow(id, {rank = f.rank, finish = f.finish, granted = f.granted + fair.fairCost(c)}) end
+end
+
+-- unplace gives a booked ticket that was never served its place back.
+function fair.unplace(tk)
+  local id = fair.flowID(tk.class, tk.key)
+  local f = fair.getFlow(id)
+  if f and f.finish == tk.finish then fair.putFlow(id, {rank = f.rank, finish = tk.start, granted = f.granted}) end
+end
+
+-- unplaceAll gives tickets that lapsed together ({call, ticket}) their
+-- places back, the latest of a flow first, and their charges to their
+-- keys' caps.
+function fair.unplaceAll(lapsed)
+  table.sort(lapsed, function(a, b)
+    if a[2].finish ~= b[2].finish then return a[2].finish > b[2].finish end
+    return a[1] < b[1]
+  end)
+  for _, e in ipairs(lapsed) do
+    fair.unplace(e[2])
+    fair.refundKey(e[2])
+  end
+end
+
+-- forgetIdle starts fair queuing afresh when the scope is idle: nothing
+-- booked or in flight and every bucket full. Key caps are kept.
+function fair.forgetIdle()
+  if S.flows == 0 or S.tickets > 0 or S.leases > 0 then return end
+  for d = 1, NB do
+    if S.capacity[d] > 0 and S.level[d] < S.capacity[d] then return end
+  end
+  write('DEL', KEYS[K_FLOWS])
+  FLOWS, FLOWS_DIRTY, S.flows = {}, {}, 0
+  for r = 0, NRANKS - 1 do S.virtual[r], S.last_finish[r] = 0, 0 end
+end
+
+-- getKey reads a key's cap counters (a copy), or nil.
+function fair.getKey(key)
+  local k = KEY_CAPS[key]
+  if k == nil then
+    k = false
+    local v = S.keys_until > 0 and call('HGET', KEYS[K_KEY_CAPS], key)
+    if v then
+      local n = {}
+      for x in string.gmatch(v, '%S+') do n[#n + 1] = tonumber(x) or 0 end
+      k = {frac = n[1] or 0, last = n[2] or 0, day_used = n[3] or 0, day_end = n[4] or 0, share = {},
+        day_start = n[5 + NB] or 0}
+      for d = 1, NB do k.share[d] = n[4 + d] or 0 end
+    end
+    KEY_CAPS[key] = k
+  end
+  return k and copyField(k) or nil
+end
+
+-- putKey writes a key's cap counters; the state lives until they are at
+-- rest (Redis only: keys_until).
+function fair.putKey(key, k)
+  local out = {fmt(k.frac), fmt(k.last), fmt(k.day_used), fmt(k.day_end)}
+  local rest = NOW
+  if k.day_used > 0 then rest = max(rest, k.day_end) end
+  for d = 1, NB do
+    out[#out + 1] = fmt(k.share[d])
+    local top, r = k.frac * S.capacity[d], k.frac * rate(d)
+    if k.share[d] < top and r > 0 then rest = max(rest, NOW + ceil((top - k.share[d]) / r * 1e6)) end
+  end
+  out[#out + 1] = fmt(k.day_start)
+  write('HSET', KEYS[K_KEY_CAPS], key, table.concat(out, ' '))
+  KEY_CAPS[key] = copyField(k)
+  S.keys_until = max(S.keys_until, rest)
+end
+
+-- refreshKey refills key's share buckets to NOW and rolls its day window
+-- (memScope.refreshKey); share is the key's Fairness.Share.
+function fair.refreshKey(key, share)
+  local k = fair.getKey(key)
+  if not k then
+    k = {frac = 0, last = NOW, day_used = 0, day_end = 0, day_start = 0, share = {}}
+    for d = 1, NB do k.share[d] = share * S.capacity[d] end
+  end
+  local us = NOW - k.last
+  if us > 0 then
+    local sec = floor(us / 1e6)
+    local dt = sec + (us - sec * 1e6) * 1000 / 1e9
+    for d = 1, NB do
+      local top = share * S.capacity[d]
+      if k.share[d] < top then k.share[d] = min(top, k.share[d] + share * rate(d) * dt) end
+    end
+    k.last = NOW
+  end
+  if NOW >= k.day_end then k.day_used, k.day_end, k.day_start = 0, S.day_end, NOW end
+  return k
+end
+
+-- chargeKeyState takes c from k's share buckets, if it has a share (a
+-- refund if negative: up to the share's capacity), and day tokens from its
+-- day counter (memScope.chargeKeyState).
+function fair.chargeKeyState(k, c, day)
+  if k.frac > 0 then
+    for d = 1, NB do
+      local top = max(k.frac * S.capacity[d], k.share[d])
+      k.share[d] = min(top, k.share[d] - c[d])
+    end
+  end
+  k.day_used = max(0, k.day_used + day)
+  return k
+end
+
+-- chargeKey takes c from req's key caps (a grant or a booking).
+function fair.chargeKey(req, c)
+  if req.share <= 0 and req.tokens_per_day <= 0 then return end
+  local k = fair.refreshKey(req.key, req.share)
+  k.frac = req.share
+  fair.putKey(req.key, fair.chargeKeyState(k, c, fair.keyTokens(c)))
+end
+
+-- refundKey gives a booked ticket that was never served back to its key's
+-- caps.
+function fair.refundKey(tk)
+  local k = fair.getKey(tk.key)
+  if k then
+    local neg = {}
+    for d = 1, ND do neg[d] = -tk.charge[d] end
+    fair.putKey(tk.key, fair.chargeKeyState(k, neg, -fair.keyTokens(tk.charge)))
+  end
+end
+
+-- settleFlow charges a lease's flow and key the difference between what
+-- the call cost (final) and what it was granted at (reserved), at
+-- granted_at: a call charged to an earlier day window corrects no day
+-- counter.
+function fair.settleFlow(class, key, weight, reserved, final, granted_at)
+  local delta = fair.fairCost(final) - fair.fairCost(reserved)
+  local id = fair.flowID(class, key)
+  local f = fair.getFlow(id)
+  if f and weight > 0 then
+    fair.putFlow(id, {rank = f.rank, finish = f.finish + delta / weight, granted = max(0, f.granted + delta)})
+  end
+  local k = fair.getKey(key)
+  if k then
+    local diff, nonneg = {}, {}
+    for d = 1, ND do
+      nonneg[d] = max(final[d], 0)
+      diff[d] = nonneg[d] - reserved[d]
+    end
+    local day = fair.keyTokens(nonneg) - fair.keyTokens(reserved)
+    if granted_at < k.day_start then day = 0 end
+    fair.putKey(key, fair.chargeKeyState(k, diff, day))
+  end
+end
+
+-- ticketsInOrder returns the booked tickets as {call, ticket} in the
+-- order they are due: higher ranks first, then by virtual finish (weighted
+-- fair queuing), then by call (memScope.ticketsInOrder).
+local function ticketsInOrder()
+  local order = {}
+  local all = call('HGETALL', KEYS[K_TICKETS])
+  for i = 1, #all, 2 do order[#order + 1] = {all[i], decodeRecord(all[i + 1], TICKET_FIELDS)} end
+  table.sort(order, function(a, b)
+    local x, y = a[2], b[2]
+    if x.rank ~= y.rank then return x.rank > y.rank end
+    if x.finish ~= y.finish then return x.finish < y.finish end
+    return a[1] < b[1]
+  end)
+  return order
+end
+
 -- retime moves every booked ticket to the time the provider's bucket
 -- (level + booked) holds its charges and those of every ticket due before
--- it, above its class's floor: tickets follow the budget. They keep their
--- order (their times, then their calls: the sorted set of ticket times); a
--- ticket brought forward keeps its expiry, one pushed back lapses the
--- ticket grace after its new time.
+-- it, above its class's floor: tickets follow the budget, in their fair
+-- order (ticketsInOrder). A ticket brought forward keeps its expiry, one
+-- pushed back lapses the ticket grace after its new time.
 local function retime()
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
-  for _, c in ipairs(call('ZRANGE', KEYS[K_TICKET_TIMES], 0, -1)) do
-    local tk = getTicket(c)
-    if tk then
-      local fl, w = classFloor(tk.class), 0
+  for _, e in ipairs(ticketsInOrder()) do
+    local c, tk = e[1], e[2]
+    do
+      local fl, w = tk.floor, 0
       for d = 1, NB do
         local cap, x = S.capacity[d], tk.charge[d]
         if cap > 0 and x ~= 0 then
@@ -144,14 +427,16 @@ local function retime()
 end
 
 -- takeOverdue gives call c's ticket (mine) the place of the earliest ticket
--- OVERDUE_TICKET past its time, of c's class or lower, and moves that one to
--- c's old time; then every ticket is retimed. It reports whether it found
--- one (memScope.takeOverdue).
+-- of its rank OVERDUE_TICKET past its time, and moves that one to c's old
+-- time (their places in the fair order too); then every ticket is retimed.
+-- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
   for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
     local tk = id ~= c and getTicket(id)
-    if tk and CLASS_RANKS[classIndex(tk.class)] <= CLASS_RANKS[classIndex(mine.class)] then
+    if tk and tk.rank == mine.rank then
       mine.at, tk.at = tk.at, mine.at
+      mine.start, tk.start = tk.start, mine.start
+      mine.finish, tk.finish = tk.finish, mine.finish
       tk.expires = max(tk.expires, tk.at + S.ticket_grace)
       putTicket(c, mine)
       putTicket(id, tk)
@@ -230,17 +515,22 @@ end
 -- their charge never reached the provider, so it goes back (a due ticket's
 -- claim checks the provider's bucket, level + booked).
 local function reclaimTickets()
+  local lapsed = {}
   for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '-inf', NOW)) do
     local tk = unbook(c)
-    if tk then refund(tk.charge) end
+    if tk then
+      refund(tk.charge)
+      lapsed[#lapsed + 1] = {c, tk}
+    end
   end
+  fair.unplaceAll(lapsed)
   -- Counted from the sorted set (the live ones: a snapshot removes
   -- nothing), so keys that expired leave no trace.
   S.tickets = call('ZCOUNT', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf')
   if S.tickets == 0 then
     for d = 1, NB do
       S.booked[d] = 0
-      for k = 0, NCLASSES - 1 do S.booked_by[k][d] = 0 end
+      for r = 0, NRANKS - 1 do S.booked_rank[r][d] = 0 end
     end
   end
   local first = call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -276,6 +566,7 @@ local function advance()
   end
   if S.next_lease_expiry ~= 0 and NOW >= S.next_lease_expiry then reclaimLeases() end
   if S.next_ticket_expiry ~= 0 and NOW >= S.next_ticket_expiry then reclaimTickets() end
+  fair.forgetIdle()
 end
 
 -- activeBlock reports whether the scope's own block is in force.

@@ -5,7 +5,9 @@
 -- Reply: header('ok' | 'none'), credential block, then with 'ok': limits
 --   signature, day end, budgets x7 {limited, rate, capacity}, levels x7,
 --   leases {{call, record line}...}, tickets {{call, record line}...},
---   scope block.
+--   scope block, flows {{class/key, "rank finish granted"}...}, the virtual
+--   time of each rank, keys {{key, "frac last day_used day_end share x NB"}...}
+--   (each key's counters refreshed to now with its last share).
 
 READ_ONLY = true
 
@@ -41,4 +43,20 @@ if S.tickets > 0 then
 end
 out[11], out[12] = leases, tickets
 out[13] = activeBlock() and blockReply() or {}
+local flows, keys, virtual = {}, {}, {}
+for _, e in ipairs(fair.allFlows()) do
+  local f = e[2]
+  flows[#flows + 1] = {e[1], fmt(f.rank) .. ' ' .. fmt(f.finish) .. ' ' .. fmt(f.granted)}
+end
+for r = 0, NRANKS - 1 do virtual[#virtual + 1] = fmt(S.virtual[r]) end
+if S.keys_until > 0 then
+  local all = call('HGETALL', KEYS[K_KEY_CAPS])
+  for i = 1, #all, 2 do
+    local k = fair.refreshKey(all[i], fair.getKey(all[i]).frac)
+    local v = {fmt(k.frac), fmt(k.last), fmt(k.day_used), fmt(k.day_end)}
+    for d = 1, NB do v[#v + 1] = fmt(k.share[d]) end
+    keys[#keys + 1] = {all[i], table.concat(v, ' ')}
+  end
+end
+out[14], out[15], out[16] = flows, virtual, keys
 return out

@@ -12,7 +12,7 @@
 -- dimension d is 1-based here (capacity.Dimension + 1); a class c is
 -- capacity.Class (0-based).
 --
--- KEYS: K_EPOCH .. K_TICKET_TIMES (constants.lua, keys.go).
+-- KEYS: K_EPOCH .. K_KEY_CAPS (constants.lua, keys.go).
 -- ARGV: 1 now ('' = Redis TIME), 2 store instance id, 3 release channel,
 --       4 day boundary, 5 the boundary after it ('' = unknown); the
 --       script's own arguments follow from 6.
@@ -76,6 +76,8 @@ local function newRecord(schema)
     if f[2] == 'dimension' then
       r[f[1]] = {}
       for d = 1, ND do r[f[1]][d] = 0 end
+    elseif f[2] == 'string' then
+      r[f[1]] = ''
     else
       r[f[1]] = 0
     end
@@ -94,7 +96,7 @@ local function storedNames(schema)
       if f[2] == 'dimension' then
         for d = 1, ND do names[f[1] .. '.' .. DIMENSIONS[d]] = {f[1], d} end
       else
-        names[f[1]] = {f[1]}
+        names[f[1]] = {f[1], nil, f[2] == 'string'}
       end
     end
     fieldsByName[schema] = names
@@ -111,6 +113,8 @@ local function encodeRecord(r, schema)
       for d = 1, ND do
         if v[d] ~= 0 then out[#out + 1] = name .. '.' .. DIMENSIONS[d] .. '=' .. fmt(v[d]) end
       end
+    elseif f[2] == 'string' then
+      if v ~= '' then out[#out + 1] = name .. '=' .. v end
     elseif v ~= 0 then
       out[#out + 1] = name .. '=' .. fmt(v)
     end
@@ -125,6 +129,8 @@ local function decodeRecord(line, schema)
     local f = names[name]
     if f and f[2] then
       r[f[1]][f[2]] = tonumber(v) or 0
+    elseif f and f[3] then
+      r[f[1]] = v
     elseif f then
       r[f[1]] = tonumber(v) or 0
     end
@@ -137,7 +143,8 @@ end
 -- STATE_SCHEMA is the scope's state, stored as a Redis hash of these names
 -- (HGETALL shows it). A field's kind is 'string', 'number', 'bucket' (a
 -- number per per-minute dimension), 'dimension' (a number per dimension)
--- or 'class_bucket' (a bucket list per class); a list is stored as one
+-- 'class_bucket' (a bucket list per class), 'rank' (a number per rank) or
+-- 'rank_bucket' (a bucket list per rank); a list is stored as one
 -- field, its numbers in dimension (and class) order: level = "50 500 0
 -- 1500". A field the hash lacks reads as '' or 0, and a field this
 -- version does not know is left as it is: the format only grows. Add
@@ -172,6 +179,11 @@ local STATE_SCHEMA = {
   {'written_by', 'string'}, -- SCRIPT_VERSION of the script that last saved it (3.1)
   {'ticket_grace', 'number'}, -- µs a due ticket waits for its call (Options.TicketGrace; 3.3)
   {'cut', 'number'}, -- the rate lost to 429s (memScope.cut; 3.3)
+  {'booked_rank', 'rank_bucket'}, -- booked split by the tickets' rank (memScope.bookedBy; 4.0)
+  {'virtual', 'rank'}, -- each rank's virtual time (fairState.virtual; 4.0)
+  {'last_finish', 'rank'}, -- the latest finish booked per rank (fairState.lastFinish; 4.0)
+  {'flows', 'number'}, -- Redis only: fields of the flows hash (4.0)
+  {'keys_until', 'number'}, -- Redis only: when every key cap is at rest (4.0)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -192,7 +204,13 @@ local function newField(kind)
   if kind == 'bucket' then return zeros(NB) end
   if kind == 'dimension' then return zeros(ND) end
   local v = {}
-  for c = 0, NCLASSES - 1 do v[c] = zeros(NB) end
+  if kind == 'rank' then
+    for r = 0, NRANKS - 1 do v[r] = 0 end
+    return v
+  end
+  local n = NCLASSES
+  if kind == 'rank_bucket' then n = NRANKS end
+  for c = 0, n - 1 do v[c] = zeros(NB) end
   return v
 end
 
@@ -210,10 +228,12 @@ local function decodeField(kind, s)
   local numbers = {}
   for x in string.gmatch(s, '%S+') do numbers[#numbers + 1] = tonumber(x) or 0 end
   local v = newField(kind)
-  if kind == 'class_bucket' then
-    for c = 0, NCLASSES - 1 do
+  if kind == 'class_bucket' or kind == 'rank_bucket' then
+    for c = 0, #v do
       for d = 1, NB do v[c][d] = numbers[c * NB + d] or 0 end
     end
+  elseif kind == 'rank' then
+    for r = 0, NRANKS - 1 do v[r] = numbers[r + 1] or 0 end
   else
     for d = 1, #v do v[d] = numbers[d] or 0 end
   end
@@ -225,10 +245,12 @@ local function encodeField(kind, v)
   if kind == 'string' then return v end
   if kind == 'number' then return fmt(v) end
   local out = {}
-  if kind == 'class_bucket' then
-    for c = 0, NCLASSES - 1 do
+  if kind == 'class_bucket' or kind == 'rank_bucket' then
+    for c = 0, #v do
       for d = 1, NB do out[#out + 1] = fmt(v[c][d]) end
     end
+  elseif kind == 'rank' then
+    for r = 0, NRANKS - 1 do out[#out + 1] = fmt(v[r]) end
   else
     for d = 1, #v do out[#out + 1] = fmt(v[d]) end
   end
@@ -328,7 +350,7 @@ local function load(create)
     return true
   end
   if not create then return false end
-  write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES])
+  write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES], KEYS[K_FLOWS], KEYS[K_KEY_CAPS])
   S = newState()
   S.format, S.epoch = STATE_FORMAT, EPOCH
   recompute()
@@ -418,12 +440,13 @@ end
 
 -- grantLease makes the lease of call with charges c. A fresh grant charges
 -- c (charge is defined below); a claimed ticket was charged at booking.
-local charge, dispatched
-local function grantLease(c, fresh, req)
+local charge, dispatched, flushFlows
+local function grantLease(c, fresh, req, weight)
   if fresh then charge(c) end
   dispatched(c)
   local le = newRecord(LEASE_FIELDS)
   le.attempt, le.class, le.granted_at, le.expires = req.attempt, req.class, NOW, NOW + req.ttl
+  le.key, le.weight = req.key, weight
   for d = 1, ND do le.charge[d], le.mark[d] = c[d], S.granted[d] end
   putLease(req.call, le)
   if S.leases == 0 then NEW_LEASE_KEY = true end
@@ -468,8 +491,9 @@ local function book(c, tk)
   charge(tk.charge)
   for d = 1, NB do
     S.booked[d] = S.booked[d] + tk.charge[d]
-    S.booked_by[tk.class][d] = S.booked_by[tk.class][d] + tk.charge[d]
+    S.booked_rank[tk.rank][d] = S.booked_rank[tk.rank][d] + tk.charge[d]
   end
+  S.last_finish[tk.rank] = max(S.last_finish[tk.rank], tk.finish)
   putTicket(c, tk)
   if S.tickets == 0 then NEW_TICKET_KEY = true end
   S.tickets = S.tickets + 1
@@ -486,11 +510,14 @@ local function unbook(c)
   S.tickets = S.tickets - 1
   for d = 1, NB do
     S.booked[d] = max(0, S.booked[d] - tk.charge[d])
-    S.booked_by[tk.class][d] = max(0, S.booked_by[tk.class][d] - tk.charge[d])
+    S.booked_rank[tk.rank][d] = max(0, S.booked_rank[tk.rank][d] - tk.charge[d])
     if S.tickets == 0 then
       S.booked[d] = 0
-      for k = 0, NCLASSES - 1 do S.booked_by[k][d] = 0 end
+      for r = 0, NRANKS - 1 do S.booked_rank[r][d] = 0 end
     end
+  end
+  if S.tickets == 0 then
+    for r = 0, NRANKS - 1 do S.last_finish[r] = 0 end
   end
   return tk
 end
@@ -513,7 +540,7 @@ local function stateExpiry()
       t = max(t, e)
     end
   end
-  t = max(t, S.last_expiry, S.lowered_until)
+  t = max(t, S.last_expiry, S.lowered_until, S.keys_until)
   if S.block_until > 0 then
     local e = S.block_until
     if S.block_half_open > 0 then e = e + S.block_half_open + HALF_OPEN_MEMORY end
@@ -528,6 +555,7 @@ end
 local function save()
   if #DUE > 0 then write('SPUBLISH', CHANNEL, 'due ' .. table.concat(DUE, ' ')) end
   flushLeases()
+  flushFlows()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
     write('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
@@ -549,7 +577,11 @@ local function save()
     end
   end
   if #changed > 0 then write('HSET', KEYS[K_STATE], unpack(changed)) end
-  write('PEXPIRE', KEYS[K_STATE], ceil((stateExpiry() - NOW + SLACK) / 1000))
+  local ttl = ceil((stateExpiry() - NOW + SLACK) / 1000)
+  write('PEXPIRE', KEYS[K_STATE], ttl)
+  -- The fair-queuing keys live as long as the state.
+  if S.flows > 0 then write('PEXPIRE', KEYS[K_FLOWS], ttl) end
+  if S.keys_until > 0 then write('PEXPIRE', KEYS[K_KEY_CAPS], ttl) end
 end
 
 -- boundBlock is how long a block of the given length and half-open time

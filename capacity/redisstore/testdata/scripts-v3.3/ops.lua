@@ -13,7 +13,8 @@
 --   OP_SETTLE: day boundary, next boundary, attempt (0: matches no lease),
 --       final charges minus reserved x7
 --   OP_OBSERVE: day boundary, next boundary, for each bucket: has limit,
---       limit, has remaining, remaining; mark valid, mark x4
+--       limit, has remaining, remaining; mark valid, mark x4; for each
+--       bucket: remaining excludes calls in flight
 -- Reply: header('B'), then one result per operation.
 -- A reserve's result:
 --   {'G', room, probe, lease}       granted: a new lease, a repeat or a
@@ -28,16 +29,20 @@
 local GRACE = tonumber(ARGV[6])
 local BATCH_LIMITS = ARGV[7]
 
--- deny returns a denial; blk is the block in force ({} for none). Releases
--- are announced until retry: the caller may wait that long.
+-- deny returns a denial as the reply holds it (Redis only); blk is the
+-- block in force ({} for none). A caller
+-- whose ticket holds a bucket's capacity for retry waits for that time
+-- alone; any other may come back on a release before retry, so releases
+-- are announced until then (wake).
 local function deny(reason, binding, retry, booked, blk)
-  S.notify_until = max(S.notify_until, retry)
+  if not booked or binding == IN_FLIGHT - 1 then S.notify_until = max(S.notify_until, retry) end
   local r = {'d', reason, binding, retry, booked and 1 or 0}
   for _, v in ipairs(blk or {}) do r[#r + 1] = v end
   return r
 end
 
--- granted returns a grant of lease le: room is 1 when another call could
+-- granted returns a grant of lease le as the reply holds it (Redis only):
+-- room is 1 when another call could
 -- plausibly be granted now, so a woken waiter passes the wake-up on.
 local function granted(le, probe)
   local room = slotFree(0)
@@ -66,23 +71,33 @@ local function undoProbe(undo)
   if undo then S.block_until, S.block_probing = undo[1], undo[2] end
 end
 
+-- claimCredentialProbe writes the credential's claimed probe (Redis only:
+-- the memory store's claimProbe writes it at once and undoes it).
 local function claimCredentialProbe()
   if CB and CB[4] > 0 and CB[2] <= NOW then
     CB = {CB[1], NOW + CB[4], CB[3], CB[4], 1}
     local stop = CB[2] + CB[4] + HALF_OPEN_MEMORY
-    call('SET', KEYS[K_CRED_BLOCK], cmsgpack.pack(CB), 'PX', ceil((stop - NOW + SLACK) / 1000))
+    write('SET', KEYS[K_CRED_BLOCK], cmsgpack.pack(CB), 'PX', ceil((stop - NOW + SLACK) / 1000))
   end
 end
 
 -- claimTicket decides a call that holds ticket tk: it claims it at its
 -- time without competing again.
 local function claimTicket(req, tk)
-  if NOW < tk.at then return deny(DENY_TICKET, 0, tk.at, true) end
+  if NOW < tk.at and takeOverdue(req.call, tk) then tk = getTicket(req.call) end
+  if NOW < tk.at then
+    if tk.told ~= tk.at then
+      tk.told = tk.at
+      putTicket(req.call, tk)
+    end
+    return deny(DENY_TICKET, 0, tk.at, true)
+  end
   local fl = classFloor(effectiveClass(tk.class, req.since))
   local w = ticketShortfall(tk, fl)
   if w > 0 then
     -- A higher class borrowed this ticket's capacity: it moves later.
     tk.at, tk.expires = NOW + w, NOW + w + GRACE
+    tk.told = tk.at
     putTicket(req.call, tk)
     return deny(DENY_TICKET, 0, tk.at, true)
   end
@@ -139,11 +154,12 @@ local function admit(req)
   local retry = NOW + wait
   if binding < 0 then binding, retry = IN_FLIGHT - 1, nextSlotAt() end
   if req.deadline > 0 and retry > req.deadline then return deny(DENY_DEADLINE, binding, retry, false) end
-  if req.book and binding ~= IN_FLIGHT - 1 then
+  if req.book and binding ~= IN_FLIGHT - 1 and wait < MAX_BLOCK then
     -- Book the future capacity now (x/time/rate's Reserve): the bucket
-    -- goes negative, so later callers queue behind this one.
+    -- goes negative, so later callers queue behind this one. A wait at
+    -- the bound is not booked: the call asks again then.
     local t = newRecord(TICKET_FIELDS)
-    t.at, t.expires, t.class = retry, retry + GRACE, req.class
+    t.at, t.expires, t.class, t.told = retry, retry + GRACE, req.class, retry
     for d = 1, ND do t.charge[d] = req.charges[d] end
     book(req.call, t)
     return deny(DENY_CAPACITY, binding, retry, true)
@@ -169,8 +185,8 @@ local function reserve(req)
   advance()
   -- A demand that can never fit is refused, never queued.
   for d = 1, ND do
-    local cap = S.capacity[d]
-    if cap > 0 and req.charges[d] > cap then return {'x', d - 1, req.charges[d], fmt(cap)} end
+    local most = admissible(d)
+    if most > 0 and req.charges[d] > most then return {'x', d - 1, req.charges[d], fmt(most)} end
   end
   -- Idempotency and attempt supersession.
   local le = getLease(req.call)
@@ -193,11 +209,14 @@ local function reserve(req)
 end
 
 -- settle ends a lease with its final charges (MemoryStore.Settle): delta is
--- final minus reserved. On a scope whose state did not exist it does
--- nothing.
+-- final (never negative) minus reserved. On a scope whose state did not
+-- exist it does nothing; a lease settles once.
 local function settle(c, attempt, delta)
   if not LOADED then return 'gone' end
   advance()
+  local id = c .. '#' .. attempt
+  if ended(id) then return 'ok' end -- settled or released already: once only
+  delta = boundDebt(delta)
   local le = getLease(c)
   if le and le.attempt == attempt then
     dropLease(c)
@@ -206,11 +225,20 @@ local function settle(c, attempt, delta)
     for d = 1, ND do delta[d] = max(delta[d], 0) end
   end
   charge(delta)
+  dispatched(delta)
+  for d = 1, NB do
+    if delta[d] ~= 0 then
+      retime()
+      break
+    end
+  end
+  endLease(id)
   wake()
   return 'ok'
 end
 
--- numbers reads n numeric fields from ARGV[i].
+-- numbers reads n numeric fields from ARGV[i] (Redis only, as the rest of
+-- this file below).
 local function numbers(i, n)
   local v = {}
   for j = 0, n - 1 do v[j + 1] = tonumber(ARGV[i + j]) end
@@ -234,12 +262,13 @@ end
 -- observeOp reads the observation at ARGV[i] (its fields).
 local function observeOp(i)
   local f = numbers(i, OP_FIELDS[OP_OBSERVE])
-  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = f[19] == 1, mark = {}}
+  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = f[19] == 1, mark = {}, excluded = {}}
   for d = 1, NB do
     local j = 2 + (d - 1) * 4
     o.hasLimit[d], o.limit[d] = f[j + 1] == 1, f[j + 2]
     o.hasRemaining[d], o.remaining[d] = f[j + 3] == 1, f[j + 4]
     o.mark[d] = f[19 + d]
+    o.excluded[d] = f[23 + d] == 1
   end
   BOUND1, BOUND2 = f[1], f[2]
   return o
@@ -285,6 +314,7 @@ if not load(create) then
   end
   return out
 end
+S.ticket_grace = GRACE
 local results = {}
 i = 8
 while ARGV[i] do

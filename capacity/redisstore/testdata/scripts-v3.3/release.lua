@@ -11,6 +11,7 @@ if ID == '' then
   local tk = unbook(CALL)
   if tk then
     refund(tk.charge)
+    retime()
     wake()
   end
 else
@@ -18,6 +19,8 @@ else
   if le and CALL .. '#' .. le.attempt == ID then
     dropLease(CALL)
     refund(le.charge)
+    retime()
+    endLease(ID)
     wake()
   end
 end

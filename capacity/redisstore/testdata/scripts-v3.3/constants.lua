@@ -3,6 +3,8 @@
 
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
+-- this version of the scripts (constants.go: scriptVersion)
+local SCRIPT_VERSION = "3.3"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -31,10 +33,28 @@ local DEFAULT_MARGIN = 0.95
 local DEFAULT_BURST = 5
 -- every key outlives the moment it stops mattering by this much (µs)
 local SLACK = 1000000
--- LoweredLimitMemory (µs)
-local LOWERED_LIMIT_MEMORY = 3600000000
+-- capacity.LoweredLimitMemory (µs)
+local LOWERED_LIMIT_MEMORY = 600000000
+-- capacity.MinReportedFraction
+local MIN_REPORTED_FRACTION = 0.1
 -- HalfOpenMemory (µs)
 local HALF_OPEN_MEMORY = 86400000000
+-- capacity.MaxBlock (µs): the longest a block lasts
+local MAX_BLOCK = 2678400000000
+-- capacity.EndedLeaseMemory (µs)
+local ENDED_LEASE_MEMORY = 60000000
+-- capacity.TicketRecheck (µs)
+local TICKET_RECHECK = 250000
+-- capacity.OverdueTicket (µs)
+local OVERDUE_TICKET = 100000
+-- capacity.CooldownCut: a 429's cut of the rate
+local COOLDOWN_CUT = 0.7
+-- capacity.RateRecovery: the rate's recovery a second
+local RATE_RECOVERY = 0.01
+-- capacity.MinRateFactor
+local MIN_RATE_FACTOR = 0.25
+-- capacity.Cooldown (a BlockReason)
+local COOLDOWN = 1
 -- capacity.DenyReason
 local DENY_CAPACITY = 1
 local DENY_BLOCKED = 2
@@ -46,7 +66,7 @@ local OP_RESERVE = 1
 local OP_SETTLE = 2
 local OP_OBSERVE = 3
 -- fields of each operation after its code and call
-local OP_FIELDS = {[1] = 16, [2] = 10, [3] = 23}
+local OP_FIELDS = {[1] = 16, [2] = 10, [3] = 27}
 -- KEYS of a scope script (keys.go)
 local K_EPOCH = 1
 local K_CRED_BLOCK = 2
@@ -55,7 +75,8 @@ local K_LEASES = 4
 local K_TICKETS = 5
 local K_TICKET_EXPIRIES = 6
 local K_TICKET_TIMES = 7
+local K_ENDED = 8
 -- a stored lease (constants.go: leaseFields)
 local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}}
 -- a stored ticket (constants.go: ticketFields)
-local TICKET_FIELDS = {{"at", "number"}, {"expires", "number"}, {"class", "number"}, {"charge", "dimension"}}
+local TICKET_FIELDS = {{"at", "number"}, {"expires", "number"}, {"class", "number"}, {"charge", "dimension"}, {"told", "number"}}

@@ -37,6 +37,20 @@ local LOADED = false -- the state existed before this script
 local SAVED = {} -- each stored field's value as loaded, to write only what changed
 -- Reported to Go in every reply's header.
 local RESET, FREED, PUBLISHED = 0, 0, false
+-- DUE lists the calls whose tickets came due early (retime), announced when
+-- the script saves (Redis only).
+local DUE = {}
+
+-- READ_ONLY makes every write of the script a no-op (write): a snapshot
+-- advances the state in the script's memory only, so reading a scope
+-- never changes it (and runs as EVALSHA_RO).
+local READ_ONLY = false
+
+-- write runs a Redis command that changes data, unless READ_ONLY.
+local function write(...)
+  if READ_ONLY then return nil end
+  return call(...)
+end
 
 -- fmt writes a number so that tonumber reads back the same double, in
 -- the fewest of 15 or 17 significant digits (0.95, not 0.94999999999999996).
@@ -152,9 +166,12 @@ local STATE_SCHEMA = {
   {'last_expiry', 'number'}, -- upper bound of every lease and ticket expiry
   {'lease_key_expiry', 'number'}, -- Redis only: the lease key's expiry
   {'ticket_key_expiry', 'number'}, -- Redis only: the ticket keys' expiry
-  {'notify_until', 'number'}, -- Redis only: the latest RetryAt handed out
+  {'notify_until', 'number'}, -- Redis only: releases are announced until then (wake)
   {'block_reason', 'number'}, {'block_until', 'number'}, {'block_detail', 'string'},
   {'block_half_open', 'number'}, {'block_probing', 'number'},
+  {'written_by', 'string'}, -- SCRIPT_VERSION of the script that last saved it (3.1)
+  {'ticket_grace', 'number'}, -- µs a due ticket waits for its call (Options.TicketGrace; 3.3)
+  {'cut', 'number'}, -- the rate lost to 429s (memScope.cut; 3.3)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -261,7 +278,8 @@ local function budgets(lim)
 end
 
 -- recompute derives the effective budgets from the limits and what the
--- provider reported. Capacity and rate are derived, never stored.
+-- provider reported, and the configured capacities (S.configured).
+-- Capacities and rates are derived, never stored.
 local function recompute()
   local lim = {}
   for d = 1, ND do
@@ -270,6 +288,7 @@ local function recompute()
     if lo > 0 and (lim[d] == 0 or lo < lim[d]) then lim[d] = lo end
   end
   S.capacity, S.rate = budgets(lim)
+  S.configured = budgets(S.limit)
 end
 
 -- load reads the credential's epoch and block and the scope's state (Redis
@@ -279,13 +298,14 @@ end
 local function load(create)
   local v = call('MGET', KEYS[K_EPOCH], KEYS[K_CRED_BLOCK])
   EPOCH = v[1]
+  if v[2] then CB = cmsgpack.unpack(v[2]) end
+  if not EPOCH and READ_ONLY then return false end
   if not EPOCH then
     local t = call('TIME')
     EPOCH = t[1] .. string.format('%06d', t[2])
-    call('SET', KEYS[K_EPOCH], EPOCH)
+    write('SET', KEYS[K_EPOCH], EPOCH)
     RESET = 1
   end
-  if v[2] then CB = cmsgpack.unpack(v[2]) end
   local all = call('HGETALL', KEYS[K_STATE])
   if #all > 0 then
     S = newState()
@@ -299,7 +319,7 @@ local function load(create)
     if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
     if S.epoch ~= EPOCH then
       S, SAVED, RESET = nil, {}, 1
-      call('DEL', KEYS[K_STATE])
+      write('DEL', KEYS[K_STATE])
     end
   end
   if S then
@@ -308,7 +328,7 @@ local function load(create)
     return true
   end
   if not create then return false end
-  call('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES])
+  write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES])
   S = newState()
   S.format, S.epoch = STATE_FORMAT, EPOCH
   recompute()
@@ -316,13 +336,13 @@ local function load(create)
 end
 
 -- wake tells every worker's waiters that capacity may have come back
--- (Redis only: a release message). A waiter waits only after a denial and
--- only until the RetryAt it was given, so nothing is published after the
--- latest RetryAt handed out.
+-- (Redis only: a release message). A waiter listens only after a denial
+-- that a release may end, and only until the RetryAt it was given, so
+-- nothing is published after the latest such RetryAt (deny).
 local function wake()
   if not PUBLISHED and NOW <= S.notify_until then
     PUBLISHED = true
-    call('SPUBLISH', CHANNEL, INSTANCE)
+    write('SPUBLISH', CHANNEL, INSTANCE)
   end
 end
 
@@ -370,17 +390,22 @@ local function flushLeases()
     end
   end
   DIRTY = {}
-  for i = 1, #set, 1000 do call('HSET', KEYS[K_LEASES], unpack(set, i, min(i + 999, #set))) end
-  for i = 1, #del, 1000 do call('HDEL', KEYS[K_LEASES], unpack(del, i, min(i + 999, #del))) end
+  for i = 1, #set, 1000 do write('HSET', KEYS[K_LEASES], unpack(set, i, min(i + 999, #set))) end
+  for i = 1, #del, 1000 do write('HDEL', KEYS[K_LEASES], unpack(del, i, min(i + 999, #del))) end
 end
 
--- allLeases returns every stored lease by call.
+-- allLeases returns every lease by call: the stored ones, as this script
+-- changed them (the cache, not yet written).
 local function allLeases()
-  flushLeases()
   local out = {}
-  if S.leases == 0 then return out end
-  local all = call('HGETALL', KEYS[K_LEASES])
-  for i = 1, #all, 2 do out[all[i]] = decodeRecord(all[i + 1], LEASE_FIELDS) end
+  local all = S.leases > 0 and call('HGETALL', KEYS[K_LEASES]) or {}
+  for i = 1, #all, 2 do
+    local c = all[i]
+    if LEASES[c] == nil then out[c] = decodeRecord(all[i + 1], LEASE_FIELDS) end
+  end
+  for c, le in pairs(LEASES) do
+    if le then out[c] = le end
+  end
   return out
 end
 
@@ -393,9 +418,10 @@ end
 
 -- grantLease makes the lease of call with charges c. A fresh grant charges
 -- c (charge is defined below); a claimed ticket was charged at booking.
-local charge
+local charge, dispatched
 local function grantLease(c, fresh, req)
   if fresh then charge(c) end
+  dispatched(c)
   local le = newRecord(LEASE_FIELDS)
   le.attempt, le.class, le.granted_at, le.expires = req.attempt, req.class, NOW, NOW + req.ttl
   for d = 1, ND do le.charge[d], le.mark[d] = c[d], S.granted[d] end
@@ -404,6 +430,21 @@ local function grantLease(c, fresh, req)
   S.leases = S.leases + 1
   noteExpiry(le.expires, 'next_lease_expiry')
   return le
+end
+
+-- ended reports whether lease id was settled or released within
+-- ENDED_LEASE_MEMORY (memScope.ended).
+local function ended(id)
+  local forget = tonumber(call('ZSCORE', KEYS[K_ENDED], id))
+  return forget ~= nil and NOW < forget
+end
+
+-- endLease records that lease id was settled or released, and forgets those
+-- ended more than ENDED_LEASE_MEMORY ago (memScope.end).
+local function endLease(id)
+  write('ZADD', KEYS[K_ENDED], NOW + ENDED_LEASE_MEMORY, id)
+  write('ZREMRANGEBYSCORE', KEYS[K_ENDED], '-inf', NOW)
+  write('PEXPIRE', KEYS[K_ENDED], ceil((ENDED_LEASE_MEMORY + SLACK) / 1000))
 end
 
 -- Tickets -------------------------------------------------------------------
@@ -415,9 +456,9 @@ local function getTicket(c)
 end
 
 local function putTicket(c, tk)
-  call('HSET', KEYS[K_TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
-  call('ZADD', KEYS[K_TICKET_EXPIRIES], tk.expires, c)
-  call('ZADD', KEYS[K_TICKET_TIMES], tk.at, c)
+  write('HSET', KEYS[K_TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
+  write('ZADD', KEYS[K_TICKET_EXPIRIES], tk.expires, c)
+  write('ZADD', KEYS[K_TICKET_TIMES], tk.at, c)
   noteExpiry(tk.expires, 'next_ticket_expiry')
 end
 
@@ -439,9 +480,9 @@ end
 local function unbook(c)
   local tk = getTicket(c)
   if not tk then return nil end
-  call('HDEL', KEYS[K_TICKETS], c)
-  call('ZREM', KEYS[K_TICKET_EXPIRIES], c)
-  call('ZREM', KEYS[K_TICKET_TIMES], c)
+  write('HDEL', KEYS[K_TICKETS], c)
+  write('ZREM', KEYS[K_TICKET_EXPIRIES], c)
+  write('ZREM', KEYS[K_TICKET_TIMES], c)
   S.tickets = S.tickets - 1
   for d = 1, NB do
     S.booked[d] = max(0, S.booked[d] - tk.charge[d])
@@ -463,7 +504,7 @@ local function stateExpiry()
   local t = NOW
   for d = 1, NB do
     local cap, lv = S.capacity[d], S.level[d]
-    if cap > 0 and lv < cap then t = max(t, NOW + ceil((cap - lv) / S.rate[d] * 1e6)) end
+    if cap > 0 and lv < cap then t = max(t, NOW + ceil((cap - lv) / (S.rate[d] * (1 - S.cut)) * 1e6)) end
   end
   for d = REQUESTS_PER_DAY, TOKENS_PER_DAY do
     if S.day_used[d] > 0 and S.capacity[d] > 0 then
@@ -485,16 +526,18 @@ end
 -- gives each key its TTL (Redis only). The lease and ticket keys live past
 -- the latest expiry; their TTL is moved whenever a later one arrives.
 local function save()
+  if #DUE > 0 then write('SPUBLISH', CHANNEL, 'due ' .. table.concat(DUE, ' ')) end
   flushLeases()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
-    call('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
+    write('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
   end
   if NEW_TICKET_KEY or (S.tickets > 0 and S.last_expiry > S.ticket_key_expiry) then
     S.ticket_key_expiry = S.last_expiry + SLACK
     local ttl = ceil((S.ticket_key_expiry - NOW) / 1000)
-    for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do call('PEXPIRE', KEYS[k], ttl) end
+    for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do write('PEXPIRE', KEYS[k], ttl) end
   end
+  S.written_by = SCRIPT_VERSION
   local changed = {}
   for _, f in ipairs(STATE_SCHEMA) do
     local name, kind = f[1], f[2]
@@ -505,13 +548,21 @@ local function save()
       SAVED[name] = copyField(S[name])
     end
   end
-  if #changed > 0 then call('HSET', KEYS[K_STATE], unpack(changed)) end
-  call('PEXPIRE', KEYS[K_STATE], ceil((stateExpiry() - NOW + SLACK) / 1000))
+  if #changed > 0 then write('HSET', KEYS[K_STATE], unpack(changed)) end
+  write('PEXPIRE', KEYS[K_STATE], ceil((stateExpiry() - NOW + SLACK) / 1000))
 end
 
--- header is the start of every reply: kind, now, epoch, reset, freed.
+-- boundBlock is how long a block of the given length and half-open time
+-- (µs) lasts from NOW, and its half-open time, each held to MAX_BLOCK (as
+-- MemoryStore.Block).
+local function boundBlock(lasts, halfOpen)
+  return NOW + min(lasts, MAX_BLOCK), min(max(halfOpen, 0), MAX_BLOCK)
+end
+
+-- header is the start of every reply: kind, now, epoch ('' when a
+-- read-only script found none), reset, freed.
 local function header(kind)
-  return {kind, NOW, EPOCH, RESET, FREED}
+  return {kind, NOW, EPOCH or '', RESET, FREED}
 end
 
 -- blockReply is a block for Go: reason, until, credential, detail, half

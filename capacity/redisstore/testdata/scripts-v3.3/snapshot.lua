@@ -1,9 +1,13 @@
--- snapshot.lua: Store.Snapshot (memScope.snapshot). Blocks are as
--- blockReply writes them, each in its own array (empty for none).
+-- snapshot.lua: Store.Snapshot (memScope.snapshot), read-only: the state is
+-- advanced to now in the script's memory and nothing is written (run as
+-- EVALSHA_RO). Blocks are as blockReply writes them, each in its own array
+-- (empty for none).
 -- Reply: header('ok' | 'none'), credential block, then with 'ok': limits
 --   signature, day end, budgets x7 {limited, rate, capacity}, levels x7,
 --   leases {{call, record line}...}, tickets {{call, record line}...},
 --   scope block.
+
+READ_ONLY = true
 
 local function credentialBlock()
   if CB and CB[2] > NOW then return blockReply(CB) end
@@ -16,7 +20,6 @@ if not load(false) then
   return out
 end
 advance()
-save()
 local out = header('ok')
 out[6], out[7], out[8] = credentialBlock(), S.limits, S.day_end
 local budget, level = {}, {}
@@ -32,7 +35,9 @@ local leases, tickets = {}, {}
 for c, le in pairs(allLeases()) do leases[#leases + 1] = {c, encodeRecord(le, LEASE_FIELDS)} end
 if S.tickets > 0 then
   local all = call('HGETALL', KEYS[K_TICKETS])
-  for i = 1, #all, 2 do tickets[#tickets + 1] = {all[i], all[i + 1]} end
+  for i = 1, #all, 2 do
+    if decodeRecord(all[i + 1], TICKET_FIELDS).expires > NOW then tickets[#tickets + 1] = {all[i], all[i + 1]} end
+  end
 end
 out[11], out[12] = leases, tickets
 out[13] = activeBlock() and blockReply() or {}

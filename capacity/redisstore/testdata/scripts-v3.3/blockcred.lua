@@ -4,8 +4,8 @@
 -- is the block's end (for a half-open block, HALF_OPEN_MEMORY after its
 -- half-open time: it ends with a probe, not on its own); one that already
 -- ended is kept for the slack, so a shorter one just after it is refused.
--- KEYS: 1 credential block. ARGV: now ('' = TIME), reason, until, detail,
--- half-open, probing.
+-- KEYS: 1 credential block. ARGV: now ('' = TIME), reason, how long it
+-- lasts from now (µs, at most MAX_BLOCK), detail, half-open, probing.
 -- Reply: now
 
 local NOW
@@ -15,7 +15,9 @@ else
   local t = redis.call('TIME')
   NOW = t[1] * 1000000 + t[2]
 end
-local b = {tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])}
+-- Held to MAX_BLOCK, as MemoryStore.Block (boundBlock in state.lua).
+local ends = NOW + math.min(tonumber(ARGV[3]), MAX_BLOCK)
+local b = {tonumber(ARGV[2]), ends, ARGV[4], math.min(math.max(tonumber(ARGV[5]), 0), MAX_BLOCK), tonumber(ARGV[6])}
 local cur = redis.call('GET', KEYS[1])
 if cur and b[2] <= cmsgpack.unpack(cur)[2] then return NOW end
 local stop = b[2]

@@ -1,0 +1,439 @@
+-- rules.lua: the admission rules on a scope's state (state.lua), each a
+-- transcription of the function of capacity/memscope.go or
+-- capacity/limits.go with the same name.
+
+-- Budgets -------------------------------------------------------------------
+
+-- charge takes c from every budget (c may be negative: a refund, capped at
+-- capacity, or at the level a provider's report raised it to).
+charge = function(c)
+  for d = 1, NB do
+    if c[d] ~= 0 and S.capacity[d] > 0 then
+      local top = max(S.capacity[d] - S.booked[d], S.level[d])
+      S.level[d] = min(top, S.level[d] - c[d])
+    end
+  end
+  for d = REQUESTS_PER_DAY, TOKENS_PER_DAY do
+    if S.capacity[d] > 0 then S.day_used[d] = max(0, S.day_used[d] + c[d]) end
+  end
+end
+
+-- dispatched records c in the grant history (Mark): a lease granted (fresh
+-- or a claimed ticket) or a settle's debt; never a booking.
+dispatched = function(c)
+  for d = 1, ND do
+    if c[d] > 0 then S.granted[d] = S.granted[d] + c[d] end
+  end
+end
+
+-- boundDebt bounds what a settle may charge beyond its reservation: no call
+-- uses more than the whole limit of a dimension, whatever its usage says.
+local function boundDebt(delta)
+  for d = 1, ND do
+    if S.limit[d] > 0 and delta[d] > S.limit[d] then delta[d] = S.limit[d] end
+  end
+  return delta
+end
+
+-- refund gives back charges c but the in-flight slot.
+local function refund(c)
+  local neg = {}
+  for d = 1, ND do neg[d] = -c[d] end
+  neg[IN_FLIGHT] = 0
+  charge(neg)
+end
+
+-- floor of a class: the fraction of every budget it may not consume
+-- (Limits.floor).
+local function classFloor(c)
+  if c == STANDARD then return S.standard_floor end
+  if c == BULK then return S.bulk_floor end
+  return 0
+end
+
+-- classIndex maps a class out of range to Standard (capacity.classIndex).
+local function classIndex(c)
+  if c < 0 or c >= NCLASSES then return STANDARD end
+  return c
+end
+
+-- effectiveClass is c lifted one class for each aging_after waited since
+-- since (0: never) (Limits.effectiveClass).
+local function effectiveClass(c, since)
+  if S.aging_after <= 0 or since == 0 or c == INTERACTIVE then return c end
+  local waited = NOW - since
+  while waited >= S.aging_after and c ~= INTERACTIVE do
+    if c == BULK then c = STANDARD else c = INTERACTIVE end
+    waited = waited - S.aging_after
+  end
+  return c
+end
+
+-- borrowable is what a call of class c may take, in bucket d, from the
+-- capacity that lower classes booked: their tickets are late by as much.
+local function borrowable(d, c)
+  local sum = 0
+  for lower = 0, NCLASSES - 1 do
+    if CLASS_RANKS[lower] < CLASS_RANKS[classIndex(c)] then sum = sum + S.booked_by[lower][d] end
+  end
+  return sum
+end
+
+-- admissible is the largest charge a call may have in dimension d (0:
+-- any), from the configured limits (Limits.Admissible): what a provider
+-- reported never makes a call inadmissible.
+local function admissible(d)
+  local cap = S.configured[d]
+  if cap == 0 then return 0 end
+  if d <= NB then return max(cap, S.limit[d]) end
+  return cap
+end
+
+-- slotFree reports whether a call whose class may not consume fl (a
+-- fraction) of the in-flight slots finds one free.
+local function slotFree(fl)
+  local cap = S.capacity[IN_FLIGHT]
+  return cap == 0 or S.leases < cap - floor(fl * cap)
+end
+
+-- rate is bucket d's refill rate now: its budget's, less the cut
+-- (memScope.rate).
+local function rate(d) return S.rate[d] * (1 - S.cut) end
+
+-- waitFor is how long (µs) a bucket refilling at rate takes to gain need:
+-- in nanoseconds first, as memScope computes a time.Duration, then up to
+-- the microsecond; at most MAX_BLOCK (memScope's waitFor).
+local function waitFor(need, rate)
+  local w = ceil(ceil(need / rate * 1e9) / 1000)
+  if not (w < MAX_BLOCK) then return MAX_BLOCK end -- NaN too
+  return w
+end
+
+-- retime moves every booked ticket to the time the provider's bucket
+-- (level + booked) holds its charges and those of every ticket due before
+-- it, above its class's floor: tickets follow the budget. They keep their
+-- order (their times, then their calls: the sorted set of ticket times); a
+-- ticket brought forward keeps its expiry, one pushed back lapses the
+-- ticket grace after its new time.
+local function retime()
+  if S.tickets == 0 then return end
+  local ahead = zeros(NB) -- the charges of the tickets due so far
+  for _, c in ipairs(call('ZRANGE', KEYS[K_TICKET_TIMES], 0, -1)) do
+    local tk = getTicket(c)
+    if tk then
+      local fl, w = classFloor(tk.class), 0
+      for d = 1, NB do
+        local cap, x = S.capacity[d], tk.charge[d]
+        if cap > 0 and x ~= 0 then
+          ahead[d] = ahead[d] + x
+          local need = ahead[d] + fl * cap - (S.level[d] + S.booked[d])
+          if need > EPSILON then w = max(w, waitFor(need, rate(d))) end
+        end
+      end
+      local at = NOW + w
+      local expires = max(tk.expires, at + S.ticket_grace)
+      -- announceDue, when its call would come late (broughtForward).
+      local early = tk.told - at
+      if tk.told > NOW and early > TICKET_RECHECK and early > floor((tk.told - NOW) / 4) then DUE[#DUE + 1] = c end
+      if at ~= tk.at or expires ~= tk.expires then
+        tk.at, tk.expires = at, expires
+        putTicket(c, tk)
+      end
+    end
+  end
+end
+
+-- takeOverdue gives call c's ticket (mine) the place of the earliest ticket
+-- OVERDUE_TICKET past its time, of c's class or lower, and moves that one to
+-- c's old time; then every ticket is retimed. It reports whether it found
+-- one (memScope.takeOverdue).
+local function takeOverdue(c, mine)
+  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
+    local tk = id ~= c and getTicket(id)
+    if tk and CLASS_RANKS[classIndex(tk.class)] <= CLASS_RANKS[classIndex(mine.class)] then
+      mine.at, tk.at = tk.at, mine.at
+      tk.expires = max(tk.expires, tk.at + S.ticket_grace)
+      putTicket(c, mine)
+      putTicket(id, tk)
+      retime()
+      return true
+    end
+  end
+  return false
+end
+
+-- nextBoundary is the first day boundary after NOW that Go passed, or 0
+-- when it passed none (the window's end is then pending).
+local function nextBoundary()
+  if BOUND1 > NOW then return BOUND1 end
+  if BOUND2 > NOW then return BOUND2 end
+  return 0
+end
+
+-- clampLevels keeps every bucket's level at or below its capacity, after
+-- the capacity changed.
+local function clampLevels()
+  for d = 1, NB do
+    if S.capacity[d] > 0 then S.level[d] = min(S.level[d], S.capacity[d]) end
+  end
+end
+
+-- setLimits installs the limits of signature sig (limits.go) unless they
+-- are installed. A new scope starts each bucket at its burst capacity; a
+-- changed limit keeps levels, clamped to the new capacity.
+local function setLimits(sig)
+  if S.limits == sig then return end
+  -- format|rpm|itpm|otpm|tpm|rpd|tpd|inflight|burst ns|burst s|token burst|
+  -- margin|zone|offset|zone offset|standard floor|bulk floor|aging ns
+  local f = {}
+  for v in string.gmatch(sig .. '|', '([^|]*)|') do f[#f + 1] = v end
+  for d = 1, ND do S.limit[d] = tonumber(f[1 + d]) end
+  S.burst, S.token_burst, S.margin = tonumber(f[10]), tonumber(f[11]), tonumber(f[12])
+  S.standard_floor, S.bulk_floor, S.aging_after = tonumber(f[16]), tonumber(f[17]), tonumber(f[18]) / 1000
+  local first = S.limits == ''
+  S.limits = sig
+  recompute()
+  if first then
+    S.last = NOW
+    for d = 1, NB do S.level[d] = S.capacity[d] end
+    S.day_end = nextBoundary()
+    return
+  end
+  clampLevels()
+  retime()
+end
+
+-- reclaimLeases (memScope.reclaim, for leases) drops expired leases (their slots come back, their tokens
+-- stay spent), recounts the live ones and returns the earliest live expiry
+-- (0: none), which becomes the exact next expiry.
+local function reclaimLeases()
+  local first, dead, all = 0, 0, allLeases()
+  S.leases = 0
+  for c, le in pairs(all) do
+    if le.expires <= NOW then
+      LEASES[c], DIRTY[c] = false, true
+      dead = dead + 1
+    else
+      S.leases = S.leases + 1
+      if first == 0 or le.expires < first then first = le.expires end
+    end
+  end
+  S.next_lease_expiry = first
+  if dead > 0 then
+    FREED = FREED + dead
+    wake()
+  end
+  return first
+end
+
+-- reclaimTickets (memScope.reclaim, for tickets) drops lapsed tickets:
+-- their charge never reached the provider, so it goes back (a due ticket's
+-- claim checks the provider's bucket, level + booked).
+local function reclaimTickets()
+  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '-inf', NOW)) do
+    local tk = unbook(c)
+    if tk then refund(tk.charge) end
+  end
+  -- Counted from the sorted set (the live ones: a snapshot removes
+  -- nothing), so keys that expired leave no trace.
+  S.tickets = call('ZCOUNT', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf')
+  if S.tickets == 0 then
+    for d = 1, NB do
+      S.booked[d] = 0
+      for k = 0, NCLASSES - 1 do S.booked_by[k][d] = 0 end
+    end
+  end
+  local first = call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  S.next_ticket_expiry = tonumber(first[2]) or 0
+end
+
+-- advance refills the buckets to NOW, rolls the day window and reclaims
+-- expired leases and lapsed tickets. Time never runs backwards here.
+local function advance()
+  if S.limits == '' then return end
+  -- Elapsed seconds as Go's Duration.Seconds computes them (whole seconds
+  -- plus nanoseconds / 1e9), so both stores refill to the same bit.
+  local us = NOW - S.last
+  if us > 0 then
+    local sec = floor(us / 1e6)
+    local dt = sec + (us - sec * 1e6) * 1000 / 1e9
+    for d = 1, NB do
+      local top = S.capacity[d] - S.booked[d]
+      if S.capacity[d] > 0 and S.level[d] < top then S.level[d] = min(top, S.level[d] + rate(d) * dt) end
+    end
+    S.cut = max(0, S.cut - RATE_RECOVERY * dt)
+    S.last = NOW
+  end
+  if S.day_end == 0 or NOW >= S.day_end then
+    if S.day_end ~= 0 then S.day_used[REQUESTS_PER_DAY], S.day_used[TOKENS_PER_DAY] = 0, 0 end
+    S.day_end = nextBoundary()
+  end
+  if S.lowered_until ~= 0 and NOW >= S.lowered_until then
+    -- Evidence, not law: a lowered limit not reported again is forgotten.
+    for d = 1, NB do S.lowered[d] = 0 end
+    S.lowered_until = 0
+    recompute()
+  end
+  if S.next_lease_expiry ~= 0 and NOW >= S.next_lease_expiry then reclaimLeases() end
+  if S.next_ticket_expiry ~= 0 and NOW >= S.next_ticket_expiry then reclaimTickets() end
+end
+
+-- activeBlock reports whether the scope's own block is in force.
+local function activeBlock() return S.block_until > NOW end
+
+-- nextSlotAt is the latest time a slot frees without any settle: the
+-- earliest live lease expiry.
+local function nextSlotAt()
+  local t = reclaimLeases()
+  if t == 0 then return NOW end
+  return t
+end
+
+-- lastTicketAt is the time of the latest ticket that charges bucket d (0:
+-- none): the loop over tickets in memScope.fitWait, on the sorted set of
+-- ticket times (Redis only).
+local function lastTicketAt(d)
+  local start = 0
+  while true do
+    local ids = call('ZREVRANGE', KEYS[K_TICKET_TIMES], start, start + 15, 'WITHSCORES')
+    if #ids == 0 then return 0 end
+    for j = 1, #ids, 2 do
+      local tk = getTicket(ids[j])
+      if tk and tk.charge[d] > 0 then return tonumber(ids[j + 1]) end
+    end
+    start = start + 16
+  end
+end
+
+-- fitWait returns how long (µs) until charge c fits in bucket d with no
+-- other traffic, leaving fl (a fraction of the bucket) untouched and
+-- borrowing borrow from lower classes' tickets — or, for a charge larger
+-- than the rest of the bucket, until the bucket is full. While tickets
+-- hold part of the bucket, a charge larger than the rest waits at least
+-- until the last of them is due.
+local function fitWait(d, c, fl, borrow)
+  local cap = S.capacity[d]
+  local need = min(c + fl * cap, cap) - S.level[d] - borrow
+  if need <= EPSILON then return 0 end
+  local w = waitFor(need, rate(d))
+  if c > cap - (S.booked[d] - borrow) + EPSILON and S.tickets > 0 then
+    w = max(w, lastTicketAt(d) - NOW)
+  end
+  return w
+end
+
+-- ticketShortfall is how long (µs) a due ticket must still wait because a
+-- higher class borrowed its capacity: the provider's bucket, level +
+-- booked, must hold its charges above its class's floor fl.
+local function ticketShortfall(tk, fl)
+  local w = 0
+  for d = 1, NB do
+    local cap, c = S.capacity[d], tk.charge[d]
+    if cap > 0 and c ~= 0 then
+      local short = min(c + fl * cap, cap) - (S.level[d] + S.booked[d])
+      if short > EPSILON then w = max(w, waitFor(short, rate(d))) end
+    end
+  end
+  return w
+end
+
+
+-- boundReported is a reported limit below the configured limit cfg (0:
+-- none configured), raised to a tenth of cfg at the least.
+local function boundReported(reported, cfg)
+  return max(reported, ceil(cfg * MIN_REPORTED_FRACTION))
+end
+
+-- lowerLimits applies the limits of observation o: a reported limit below
+-- the configured one lowers it, to a tenth of it at the least, and a report
+-- at or above it lifts an earlier lowering. A lowering is forgotten
+-- LOWERED_LIMIT_MEMORY after the last report of one (advance). It reports
+-- whether the budgets changed.
+local function lowerLimits(o)
+  local changed, reported, lowered = false, false, false
+  for d = 1, NB do
+    if o.hasLimit[d] and o.limit[d] > 0 then
+      local cfg, was = S.limit[d], S.lowered[d]
+      if cfg == 0 or o.limit[d] < cfg then
+        reported, S.lowered[d] = true, boundReported(o.limit[d], cfg)
+      else
+        S.lowered[d] = 0
+      end
+      changed = changed or S.lowered[d] ~= was
+    end
+    lowered = lowered or S.lowered[d] ~= 0
+  end
+  if not lowered then
+    S.lowered_until = 0
+  elseif reported then
+    S.lowered_until = NOW + LOWERED_LIMIT_MEMORY
+  end
+  if changed then
+    recompute()
+    clampLevels()
+  end
+  return changed
+end
+
+-- follows reports whether bucket d's level may follow report o up: only
+-- when o is the remaining of a budget no larger than the configured limit;
+-- the remaining of a larger pool only lowers the level.
+local function follows(o, d)
+  local cfg = S.limit[d]
+  return o.hasLimit[d] and o.limit[d] > 0 and (cfg == 0 or o.limit[d] <= cfg)
+end
+
+-- ceiling is the most a provider's report may raise bucket d to: its
+-- per-minute limit (as lowered by reports), or its capacity if larger.
+local function ceiling(d)
+  local lim, lo = S.limit[d], S.lowered[d]
+  if lo > 0 and (lim == 0 or lo < lim) then lim = lo end
+  return max(S.capacity[d], lim)
+end
+
+-- observe applies a provider report: lowered limits (lowerLimits), and the
+-- level of each reported bucket follows the reported remaining, up as well
+-- as down: the provider's bucket (level + booked) becomes the remaining
+-- minus what was granted after the observed request left (and, where the
+-- remaining does not count calls in flight, minus what the leases granted
+-- before it and still live hold), at most the bucket's ceiling. It follows the report up only where
+-- the report is of the configured budget (follows). Booked tickets then
+-- follow the new levels (retime). Reset values are never used as rates.
+local function observe(o)
+  local changed = lowerLimits(o)
+  for d = 1, NB do
+    if o.hasRemaining[d] and S.capacity[d] > 0 then
+      local since = 0
+      if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
+      if not o.markValid or o.excluded[d] then
+        -- Unknown send time: assume everything in flight left after it. A
+        -- remaining that excludes calls in flight is short of those
+        -- granted before the observed call (the others are counted since).
+        for _, le in pairs(allLeases()) do
+          if not o.markValid or le.mark[d] <= o.mark[d] then since = since + le.charge[d] end
+        end
+      end
+      -- The provider's bucket holds what booked tickets will claim: what
+      -- a new call may take is the rest.
+      local level = min(o.remaining[d] - since, ceiling(d)) - S.booked[d]
+      if not follows(o, d) then level = min(level, S.level[d]) end
+      if level ~= S.level[d] then S.level[d], changed = level, true end
+    end
+  end
+  if changed then retime() end
+end
+
+-- cooldown applies a provider's 429 that pauses the scope for w (µs)
+-- (memScope.cooldown): each bucket is taken to be w of refill short of
+-- empty, so the calls booked behind the pause go at the rate after it, and
+-- the rate is cut.
+local function cooldown(w)
+  if S.limits == '' or w <= 0 then return end
+  S.cut = 1 - max(MIN_RATE_FACTOR, (1 - S.cut) * COOLDOWN_CUT)
+  local sec = floor(w / 1e6)
+  local secs = sec + (w - sec * 1e6) * 1000 / 1e9
+  for d = 1, NB do
+    if S.capacity[d] > 0 then S.level[d] = min(S.level[d], -S.booked[d] - rate(d) * secs) end
+  end
+  retime()
+end
