@@ -20,9 +20,10 @@
 // re-executed with a hidden -worker flag) share a Redis store.
 //
 // A run: A, B and C schedule their backlogs and the stream starts; D
-// schedules its backlog 12 s later (-short: 6 s); the run ends when the
-// first bulk tenant has drained, which the backlogs are sized (Plan) to
-// make about 18 s (-short: 6 s) after D's arrival; the rest is terminated.
+// schedules its backlog 12 s (-short: 6 s) after the first bulk request
+// reached the provider; the run ends when the first bulk tenant has
+// drained, which the backlogs are sized (Plan) to make about 18 s (-short:
+// 6 s) after D's arrival; the rest is terminated.
 //
 // # Definitions
 //

@@ -30,8 +30,9 @@ const (
 	backlogMargin    = 1.15
 )
 
-// Phases time a run: A, B and C start together, D arrives Newcomer later,
-// and the four are planned to share the scope for After more.
+// Phases time a run: A, B and C start together, D arrives Newcomer after
+// the first bulk request reached the provider, and the four are planned to
+// share the scope for After more.
 type Phases struct {
 	Newcomer, After time.Duration
 }

@@ -129,7 +129,14 @@ func Run(ctx context.Context, env *Env, o Options) (Result, error) {
 	// once it has arrived).
 	timeout := time.NewTimer(o.Timeout)
 	defer timeout.Stop()
-	newcomer := time.NewTimer(time.Until(t0.Add(o.Phases.Newcomer)))
+	// D arrives Newcomer after the first bulk request reached the provider
+	// (a slow start, such as under the race detector, delays it alike).
+	first, err := firstBulkRequest(ctx, fp, o.Timeout)
+	if err != nil {
+		_ = stopStream()
+		return r, err
+	}
+	newcomer := time.NewTimer(time.Until(first.Add(o.Phases.Newcomer)))
 	defer newcomer.Stop()
 	for r.Record.End.IsZero() && !r.TimedOut {
 		select {
@@ -194,6 +201,28 @@ func Run(ctx context.Context, env *Env, o Options) (Result, error) {
 	r.Record.Limits = plan.Limits
 	r.Figures = Measure(r.Record)
 	return r, nil
+}
+
+// firstBulkRequest waits until the fake provider has seen a bulk request
+// and returns its arrival.
+func firstBulkRequest(ctx context.Context, fp *testsuite.FakeProvider, timeout time.Duration) (time.Time, error) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for {
+		for _, e := range fp.Entries() {
+			if tenantOf(e.Tag) != Interactive {
+				return e.Arrival, nil
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return time.Time{}, fmt.Errorf("no bulk request within %v", timeout)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
 }
 
 // tenantDone is a bulk tenant's workflow's outcome.
