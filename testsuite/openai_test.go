@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/testsuite"
@@ -204,4 +205,19 @@ func TestOpenAIContextLengthExceeded(t *testing.T) {
 	apiErr = openaiErr(t, err)
 	require.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
 	require.Equal(t, "max_tokens", apiErr.Param)
+}
+
+func TestTagHeaderIsRecorded(t *testing.T) {
+	fp, _ := start(t, testsuite.Limits{}, testsuite.Limits{})
+	c := openaiClient(fp)
+	long := strings.Repeat("t", testsuite.MaxTagLength+10)
+	for _, tag := range []string{"tenant-a/7", "", long} {
+		_, err := c.Chat.Completions.New(t.Context(), chatParams(gpt), option.WithHeader(testsuite.TagHeader, tag))
+		require.NoError(t, err)
+	}
+	entries := fp.Entries()
+	require.Len(t, entries, 3)
+	require.Equal(t, "tenant-a/7", entries[0].Tag)
+	require.Empty(t, entries[1].Tag)
+	require.Equal(t, long[:testsuite.MaxTagLength], entries[2].Tag)
 }

@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -123,6 +124,27 @@ type Entry struct {
 	Usage Usage
 	// Direct marks traffic sent with FakeProvider.Spend, outside HTTP.
 	Direct bool
+	// Tag is the request's TagHeader as sent, cut to MaxTagLength bytes;
+	// empty if absent.
+	Tag string
+}
+
+// TagHeader is the request header the record keeps as Entry.Tag: a test's
+// label for the request (a tenant, a part of its workload), so the record
+// can be split by it. No provider knows it; the fake provider does nothing
+// else with it. Put names in it, never prompt text.
+const TagHeader = "X-Testsuite-Tag"
+
+// MaxTagLength is the longest Entry.Tag, in bytes.
+const MaxTagLength = 128
+
+// tagOf returns the TagHeader of h, cut to MaxTagLength bytes.
+func tagOf(h http.Header) string {
+	tag := h.Get(TagHeader)
+	if len(tag) > MaxTagLength {
+		tag = tag[:MaxTagLength]
+	}
+	return tag
 }
 
 // Cost returns what e was charged in dimension d in all: Charged + Settled.

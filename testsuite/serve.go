@@ -87,7 +87,7 @@ func (p *FakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve runs one request through authentication, validation, faults,
 // admission, latency and settlement, and records it.
 func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect) {
-	e := Entry{Seq: p.seq.Add(1), Provider: dl.provider(), Arrival: p.clock.Now()}
+	e := Entry{Seq: p.seq.Add(1), Provider: dl.provider(), Arrival: p.clock.Now(), Tag: tagOf(r.Header)}
 	fail := func(f failure, sn *snapshot) {
 		if sn != nil {
 			dl.rateHeaders(w.Header(), sn)

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/redisstore"
+	"github.com/tollgate-dev/tollgate/interceptor"
+	"github.com/tollgate-dev/tollgate/testsuite/devserver"
+)
+
+// apiKey is the fake provider's only key.
+const apiKey = "sk-fairness-fake-3c9e"
+
+// workerSpec is what a worker of a run needs; it crosses to the worker
+// processes of the Redis mode as JSON.
+type workerSpec struct {
+	HostPort, Namespace, Queue string
+	BaseURL                    string // the fake provider's OpenAI base URL
+	Limits                     capacity.Limits
+	Fairness                   map[string]capacity.Fairness
+	// Slots is each worker's MaxConcurrentActivityExecutionSize: room for
+	// every call of the run, so every waiting call waits in the store.
+	Slots         int
+	Redis, Prefix string // Redis mode only
+}
+
+// activityPollers is each worker's activity task pollers: enough that a
+// backlog scheduled at once reaches the store within a fraction of a
+// second (the default, 2, takes about 1.5 s for 500 tasks).
+const activityPollers = 16
+
+// newWorker returns a worker of spec on store.
+func newWorker(c client.Client, spec workerSpec, store capacity.Store) (worker.Worker, error) {
+	limits := spec.Limits
+	plugin, err := interceptor.NewPlugin(interceptor.Options{
+		Store:    store,
+		Limits:   func(capacity.Scope) (capacity.Limits, bool) { return limits, true },
+		Fairness: spec.Fairness,
+	})
+	if err != nil {
+		return nil, err
+	}
+	acts, err := NewActivities(spec.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	w := worker.New(c, spec.Queue, worker.Options{
+		MaxConcurrentActivityExecutionSize: spec.Slots,
+		MaxConcurrentActivityTaskPollers:   activityPollers,
+		Plugins:                            []worker.Plugin{plugin},
+	})
+	w.RegisterWorkflow(TenantWorkflow)
+	w.RegisterWorkflow(InteractiveWorkflow)
+	w.RegisterActivity(acts)
+	return w, nil
+}
+
+// startWorkers starts the run's workers: one in this process on a memory
+// store, or, with env.Redis, workers processes sharing a redisstore under
+// a fresh prefix. It returns the function that stops them.
+func startWorkers(ctx context.Context, env *Env, spec workerSpec, workers int) (stop func(), err error) {
+	if env.Redis == "" {
+		w, err := newWorker(env.Client, spec, capacity.NewMemoryStore(capacity.MemoryOptions{}))
+		if err != nil {
+			return nil, err
+		}
+		if err := w.Start(); err != nil {
+			return nil, err
+		}
+		return w.Stop, nil
+	}
+	if err := pingRedis(ctx, env.Redis); err != nil {
+		return nil, err
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	spec.Redis, spec.Prefix = env.Redis, "fairness-"+hex.EncodeToString(b[:])
+	arg, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var procs []*workerProcess
+	stop = func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}
+	for range workers {
+		p, err := startWorkerProcess(ctx, exe, string(arg))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	return stop, nil
+}
+
+// pingRedis reports why Redis at addr cannot be used, or nil.
+func pingRedis(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("no Redis at %s: %w", addr, err)
+	}
+	return nil
+}
+
+// workerFlag is the hidden flag that makes the program a worker process of
+// the Redis mode; its value is the workerSpec as JSON.
+const workerFlag = "-worker"
+
+// ready is the line a worker process prints once its worker polls.
+const ready = "ready"
+
+// workerArg returns the workerSpec JSON of a worker process's arguments;
+// ok is false for any other arguments.
+func workerArg(args []string) (spec string, ok bool) {
+	if len(args) == 2 && args[0] == workerFlag {
+		return args[1], true
+	}
+	return "", false
+}
+
+// workerProcess is one running worker process.
+type workerProcess struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// startWorkerProcess runs exe as a worker process and waits until it
+// polls.
+func startWorkerProcess(ctx context.Context, exe, spec string) (*workerProcess, error) {
+	cmd := exec.Command(exe, workerFlag, spec)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &workerProcess{cmd: cmd, stdin: stdin}
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		s.Scan()
+		line <- s.Text()
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l := <-line:
+		if l == ready {
+			return p, nil
+		}
+		err = fmt.Errorf("worker process %d did not start", cmd.Process.Pid)
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-time.After(time.Minute):
+		err = fmt.Errorf("worker process %d did not start within a minute", cmd.Process.Pid)
+	}
+	p.stop()
+	return nil, err
+}
+
+// stop closes the process's standard input, on which it exits, and waits
+// for it, killing it after 10 s.
+func (p *workerProcess) stop() {
+	_ = p.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// workerMain is a worker process: the run's worker on a redisstore, until
+// its standard input closes.
+func workerMain(specJSON string) error {
+	var spec workerSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		return err
+	}
+	if spec.Redis == "" {
+		return errors.New("worker process without Redis")
+	}
+	c, err := client.Dial(client.Options{HostPort: spec.HostPort, Namespace: spec.Namespace, Logger: devserver.QuietLogger()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: spec.Redis, PoolSize: 64})
+	defer rdb.Close()
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: spec.Prefix})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	w, err := newWorker(c, spec, store)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+	fmt.Println(ready)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
