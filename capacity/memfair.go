@@ -25,6 +25,51 @@ type fairState struct {
 	lastFinish [MaxRank + 1]float64 // the latest finish booked in each rank while tickets wait
 	flows      map[string]flowState // by flowID
 	keys       map[string]keyState  // fairness keys with caps, by key
+
+	// keyed is set by the first keyed call since the scope was at rest;
+	// fairStartUntil (µs) ends the gathering it opened (Request.FairStart).
+	keyed          bool
+	fairStartUntil int64
+}
+
+// MaxFairStart bounds Request.FairStart.
+const MaxFairStart = 5 * time.Second
+
+// gathering reports whether req, a keyed call, arrives while the first
+// keyed calls on the scope gather (Request.FairStart): it opens the
+// gathering if it is the first since the scope was at rest.
+func (m *memScope) gathering(req Request, now time.Time) bool {
+	if req.Fairness.Key == "" {
+		return false
+	}
+	t := now.UnixMicro()
+	if !m.keyed {
+		m.keyed = true
+		if req.FairStart > 0 {
+			m.fairStartUntil = t + req.FairStart.Microseconds()
+		}
+	}
+	return t < m.fairStartUntil
+}
+
+// gatherBinding is the dimension a gathering call waits on: the first
+// limited bucket it charges (-1: none, so there is nothing to share).
+func (m *memScope) gatherBinding(c Charges) Dimension {
+	for d := range numBuckets {
+		if m.budgets[d].Limited && c[d] > 0 {
+			return Dimension(d)
+		}
+	}
+	return -1
+}
+
+// gatherFloor is the earliest a keyed ticket is due while the first keyed
+// calls gather: the gathering's end (zero: none).
+func (m *memScope) gatherFloor(tk Ticket) time.Time {
+	if tk.Key == "" || m.fairStartUntil == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(m.fairStartUntil)
 }
 
 // virtualPoint is a rank's virtual time v from time t, in microseconds of
@@ -93,10 +138,13 @@ func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish,
 }
 
 // serve records that a call of flow (class, key) starting at start was
-// granted c: its rank's virtual time moves to start, the flow's granted
-// tokens grow.
+// granted c: its rank's virtual time becomes start (start-time fair
+// queuing: the virtual time is the start of the call served last, so a
+// flow served ahead of its turn, as one that took a free bucket before the
+// others arrived, does not carry the others' clock with it), the flow's
+// granted tokens grow.
 func (m *memScope) serve(class Class, key string, rank int, start float64, c Charges, now time.Time) {
-	m.virtual[rank] = math.Max(m.virtual[rank], start)
+	m.virtual[rank] = start
 	m.logVirtual(rank, now)
 	id := flowID(class, key)
 	if f, ok := m.flows[id]; ok {
@@ -131,7 +179,7 @@ func (m *memScope) virtualAt(rank int, t time.Time) float64 {
 	}
 	for i := len(log) - 1; i >= 0; i-- {
 		if log[i].t <= at {
-			return math.Min(log[i].v, m.virtual[rank])
+			return log[i].v
 		}
 	}
 	return log[0].v
@@ -199,7 +247,7 @@ func (m *memScope) forgetIdleFlows() {
 // booked or in flight and every bucket full. No flow is then ahead of
 // another (the Redis store's state may expire then). Key caps are kept.
 func (m *memScope) forgetIdle() {
-	if len(m.flows) == 0 || len(m.tickets) > 0 || len(m.leases) > 0 {
+	if len(m.flows) == 0 && !m.keyed || len(m.tickets) > 0 || len(m.leases) > 0 {
 		return
 	}
 	for d := range numBuckets {
@@ -210,6 +258,7 @@ func (m *memScope) forgetIdle() {
 	m.flows = nil
 	m.virtual, m.lastFinish = [MaxRank + 1]float64{}, [MaxRank + 1]float64{}
 	m.past, m.lastServed = [MaxRank + 1][]virtualPoint{}, [MaxRank + 1]int64{}
+	m.keyed, m.fairStartUntil = false, 0
 }
 
 // keyTokens is what a charge costs a key's daily token cap.

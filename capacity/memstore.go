@@ -230,6 +230,15 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 	}
 
 	wait, binding := st.bucketWait(req, rule.Rank, rule.Floor, now)
+	if st.gathering(req, now) {
+		// The first keyed calls on a scope at rest wait together.
+		if w := time.UnixMicro(st.fairStartUntil).Sub(now); w > wait {
+			wait = w
+		}
+		if binding < 0 {
+			binding = st.gatherBinding(req.Charges)
+		}
+	}
 	if binding < 0 && st.slotFree(rule.Floor) {
 		borrowed := st.borrows(req.Charges)
 		start, _, weight := st.place(req, rule, req.Charges)
@@ -602,6 +611,9 @@ func (r Request) Validate() error {
 	}
 	if err := r.Fairness.Validate(); err != nil {
 		return err
+	}
+	if r.FairStart < 0 || r.FairStart > MaxFairStart {
+		return fmt.Errorf("%w: FairStart is %v; want 0 to %v", ErrInvalidRequest, r.FairStart, MaxFairStart)
 	}
 	return r.Limits.Validate()
 }

@@ -34,6 +34,9 @@ func (m *memScope) retime(now time.Time) {
 			}
 		}
 		tk.At = now.Add(w)
+		if g := m.gatherFloor(tk); g.After(tk.At) {
+			tk.At = g
+		}
 		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
 			tk.Expires = exp
 		}

@@ -180,6 +180,12 @@ type Request struct {
 	// fairness key, the key's weight and caps. The zero value is the
 	// class's shared key.
 	Fairness Fairness
+	// FairStart, for a call with a fairness key, is how long the first
+	// keyed calls on a scope at rest gather before any is granted, so that
+	// tenants whose calls arrive together share the first burst by weight
+	// rather than the first to arrive taking it (at most MaxFairStart).
+	// Zero: none; the scope grants at once.
+	FairStart time.Duration
 	// TTL is the lease lifetime before it must be renewed. If zero,
 	// DefaultLeaseTTL.
 	TTL time.Duration

@@ -167,6 +167,7 @@ func (g *gatedCall) request() capacity.Request {
 	}
 	r.Fairness = g.opts.Fairness[g.call.FairnessKey]
 	r.Fairness.Key = g.call.FairnessKey
+	r.FairStart = g.opts.FairStart
 	if r.Attempt < 1 {
 		r.Attempt = 1
 	}

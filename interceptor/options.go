@@ -79,6 +79,13 @@ type Options struct {
 	// has weight 1 and no caps. The map's keys are the fairness keys; a
 	// value's Key is ignored.
 	Fairness map[string]capacity.Fairness
+	// FairStart is how long the first calls with a fairness key gather on
+	// a scope at rest before any is granted (capacity.Request.FairStart),
+	// so tenants whose batches start together share the first burst by
+	// weight instead of the first to reach the gate taking it. Each gathering
+	// delays those first calls by up to FairStart. Zero (the default):
+	// none. At most capacity.MaxFairStart.
+	FairStart time.Duration
 
 	// MaxLocalWait is the longest an activity waits for capacity in-process
 	// (heartbeating) before it returns a delayed retry that frees the
@@ -210,6 +217,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LeaseTTL != 0 && o.LeaseTTL < 3*time.Second {
 		return o, fmt.Errorf("%w: LeaseTTL is %v; want >= 3s (it is renewed every third)", ErrInvalidOptions, o.LeaseTTL)
+	}
+	if o.FairStart < 0 || o.FairStart > capacity.MaxFairStart {
+		return o, fmt.Errorf("%w: FairStart is %v; want 0 to %v", ErrInvalidOptions, o.FairStart, capacity.MaxFairStart)
 	}
 	for key, f := range o.Fairness {
 		f.Key = key

@@ -37,7 +37,7 @@ const (
 
 // The number of fields of each operation, after its code and its call.
 const (
-	reserveFields = 22 // day boundary, next boundary, attempt, class, charges x7, ttl, deadline, book, since, rank, floor, flow weight, fairness key, share, tokens per day, limits signature
+	reserveFields = 23 // day boundary, next boundary, attempt, class, charges x7, ttl, deadline, book, since, rank, floor, flow weight, fairness key, share, tokens per day, fair start, limits signature
 	settleFields  = 18 // day boundary, next boundary, attempt, final minus reserved x7, class, fairness key, flow weight, reserved x4 (the buckets), granted at
 	observeFields = 27 // day boundary, next boundary, per bucket: has limit, limit, has remaining, remaining; mark valid, mark x4; per bucket: remaining excludes calls in flight
 )

@@ -167,6 +167,7 @@ func (m *diffModel) drawRequest(t *rapid.T) capacity.Request {
 			Key:    rapid.SampledFrom([]string{"a", "b", "tenant-c"}).Draw(t, "key"),
 			Weight: rapid.SampledFrom([]float64{0, 1, 3, 0.5}).Draw(t, "key-weight"),
 		}
+		req.FairStart = rapid.SampledFrom([]time.Duration{0, 0, 200 * time.Millisecond, time.Second}).Draw(t, "fair-start")
 		if rapid.IntRange(0, 2).Draw(t, "capped") == 0 {
 			req.Fairness.Share = rapid.SampledFrom([]float64{0, 0.25, 1}).Draw(t, "share")
 			req.Fairness.TokensPerDay = rapid.SampledFrom([]int64{0, 500, 5000}).Draw(t, "key-tokens-per-day")

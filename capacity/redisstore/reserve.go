@@ -65,7 +65,7 @@ func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Reques
 	rule := req.EffectiveRule(s.localNow())
 	fields = append(fields, leaseTTL(req).Microseconds(), deadline, boolArg(req.Book), since,
 		rule.Rank, rule.Floor, req.FlowWeight(rule), req.Fairness.Key, req.Fairness.Share, req.Fairness.TokensPerDay,
-		sig) // the signature last: a batch's reserves share it (batch.go)
+		req.FairStart.Microseconds(), sig) // the signature last: a batch's reserves share it (batch.go)
 	return &op{ctx: ctx, code: opReserve, call: req.Call, fields: fields, sig: sig, onAbandon: func(o *op) {
 		// The caller gave up after its request was sent: give back a grant
 		// or a booked ticket.

@@ -155,6 +155,41 @@ var fairOrderCases = []Case{
 		require.True(h.t, h.deny(late).Booked)
 		assert.InDelta(h.t, 4000+1000, h.flow(capacity.Standard, "c").Finish, 1e-6, "started where a's last grant started")
 	}},
+	{"FairStartSharesTheFirstBurst", func(h *harness) {
+		// On a scope at rest, a's calls arrive 100 ms before b's: with
+		// FairStart they gather, and the first burst (5,000 tokens and
+		// the refill) is shared in fair order, not taken by a.
+		l := fairLimits()
+		t0 := h.clock.Now()
+		call := func(key string, i int) capacity.Request {
+			r := h.keyed(l, capacity.Fairness{Key: key}, tokens(1000, 0))
+			r.Call, r.Book, r.FairStart = fmt.Sprintf("%s-%d", key, i), true, 300*time.Millisecond
+			return r
+		}
+		for i := range 5 {
+			require.True(h.t, h.deny(call("a", i)).Booked, "a gathers")
+		}
+		h.clock.Advance(100 * time.Millisecond)
+		for i := range 5 {
+			require.True(h.t, h.deny(call("b", i)).Booked, "b gathers")
+		}
+		first := map[string]int{}
+		for _, tk := range h.snap(testScope).Tickets {
+			if !tk.At.After(t0.Add(300 * time.Millisecond)) {
+				first[tk.Key]++
+			}
+		}
+		assert.Equal(h.t, 5, first["a"]+first["b"], "the burst holds five calls: %v", first)
+		assert.InDelta(h.t, first["a"], first["b"], 1, "shared: %v", first)
+		// Not before the gathering ends.
+		assert.False(h.t, h.deny(call("a", 0)).Granted)
+		h.clock.Set(t0.Add(300 * time.Millisecond))
+		h.grant(call("a", 0))
+		// A scope at rest gathers again; without FairStart it does not.
+		r := h.keyed(l, capacity.Fairness{Key: "c"}, tokens(10, 0))
+		r.Scope.LimitGroup = "other"
+		h.grant(r)
+	}},
 	{"IdleKeyKeepsNoCredit", func(h *harness) {
 		s := newFairSim(h, fairLimits(),
 			&simFlow{name: "a", fair: capacity.Fairness{Key: "a"}, sizes: longTail, depth: 4},

@@ -81,7 +81,7 @@ local OP_RESERVE = 1
 local OP_SETTLE = 2
 local OP_OBSERVE = 3
 -- fields of each operation after its code and call
-local OP_FIELDS = {[1] = 22, [2] = 18, [3] = 27}
+local OP_FIELDS = {[1] = 23, [2] = 18, [3] = 27}
 -- KEYS of a scope script (keys.go)
 local K_EPOCH = 1
 local K_CRED_BLOCK = 2

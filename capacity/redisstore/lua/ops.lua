@@ -10,8 +10,8 @@
 --   OP_RESERVE: day boundary, next boundary, attempt, class, charges x7,
 --       ttl, deadline (0: none), book (0/1), since (0: none), rank,
 --       floor, flow weight (its class rule, Request.EffectiveRule, and
---       FlowWeight), fairness key, share, tokens per day, limits signature
---       ('': the batch's)
+--       FlowWeight), fairness key, share, tokens per day, fair start (µs),
+--       limits signature ('': the batch's)
 --   OP_SETTLE: day boundary, next boundary, attempt (0: matches no lease),
 --       final charges minus reserved x7, the lease's class, fairness key
 --       and weight, reserved x4 (the buckets), granted at
@@ -189,6 +189,11 @@ local function admit(req)
   if daily then return daily end
 
   local wait, binding = bucketWait(req, fl)
+  if fair.gathering(req) then
+    -- The first keyed calls on a scope at rest wait together.
+    wait = max(wait, S.fair_start_until - NOW)
+    if binding < 0 then binding = fair.gatherBinding(req.charges) end
+  end
   if binding < 0 and slotFree(fl) then
     local borrowed = borrows(req.charges)
     local start = fair.place(req, req.charges)
@@ -323,7 +328,7 @@ local function reserveOp(c, i)
     ttl = f[12], deadline = f[13], book = f[14] == 1, since = f[15],
     rank = g[1], floor = g[2], weight = g[3], key = ARGV[i + 18],
     share = tonumber(ARGV[i + 19]), tokens_per_day = tonumber(ARGV[i + 20]),
-    limits = ARGV[i + 21],
+    fair_start = tonumber(ARGV[i + 21]), limits = ARGV[i + 22],
   }
   for d = 1, ND do req.charges[d] = f[4 + d] end
   if req.limits == '' then req.limits = BATCH_LIMITS end

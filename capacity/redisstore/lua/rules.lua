@@ -257,7 +257,7 @@ function fair.virtualAt(rank, t)
   local log = fair.past()[rank]
   if t == 0 or #log == 0 or t >= S.last_served[rank] then return S.virtual[rank] end
   for i = #log, 1, -1 do
-    if log[i][1] <= t then return min(log[i][2], S.virtual[rank]) end
+    if log[i][1] <= t then return log[i][2] end
   end
   return log[1][2]
 end
@@ -278,7 +278,7 @@ end
 -- serve records that a call of flow (class, key) starting at start was
 -- granted c.
 function fair.serve(class, key, rank, start, c)
-  S.virtual[rank] = max(S.virtual[rank], start)
+  S.virtual[rank] = start
   fair.logVirtual(rank)
   local id = fair.flowID(class, key)
   local f = fair.getFlow(id)
@@ -306,10 +306,31 @@ function fair.unplaceAll(lapsed)
   end
 end
 
+-- gathering reports whether req, a keyed call, arrives while the first
+-- keyed calls on the scope gather, opening the gathering if it is the
+-- first since the scope was at rest (memScope.gathering).
+function fair.gathering(req)
+  if req.key == '' then return false end
+  if S.keyed == 0 then
+    S.keyed = 1
+    if req.fair_start > 0 then S.fair_start_until = NOW + req.fair_start end
+  end
+  return NOW < S.fair_start_until
+end
+
+-- gatherBinding is the dimension (0-based) a gathering call waits on: the
+-- first limited bucket it charges (-1: none).
+function fair.gatherBinding(c)
+  for d = 1, NB do
+    if S.capacity[d] > 0 and c[d] > 0 then return d - 1 end
+  end
+  return -1
+end
+
 -- forgetIdle starts fair queuing afresh when the scope is idle: nothing
 -- booked or in flight and every bucket full. Key caps are kept.
 function fair.forgetIdle()
-  if S.flows == 0 or S.tickets > 0 or S.leases > 0 then return end
+  if S.flows == 0 and S.keyed == 0 or S.tickets > 0 or S.leases > 0 then return end
   for d = 1, NB do
     if S.capacity[d] > 0 and S.level[d] < S.capacity[d] then return end
   end
@@ -317,6 +338,7 @@ function fair.forgetIdle()
   FLOWS, FLOWS_DIRTY, S.flows = {}, {}, 0
   for r = 0, NRANKS - 1 do S.virtual[r], S.last_finish[r] = 0, 0 end
   S.past, PAST = '', nil
+  S.keyed, S.fair_start_until = 0, 0
   for r = 0, NRANKS - 1 do S.last_served[r] = 0 end
 end
 
@@ -471,6 +493,7 @@ local function retime()
         end
       end
       local at = NOW + w
+      if tk.key ~= '' and S.fair_start_until > at then at = S.fair_start_until end
       local expires = max(tk.expires, at + S.ticket_grace)
       -- announceDue, when its call would come late (broughtForward).
       local early = tk.told - at

@@ -186,6 +186,8 @@ local STATE_SCHEMA = {
   {'keys_until', 'number'}, -- Redis only: when every key cap is at rest (4.0)
   {'past', 'string'}, -- each rank's virtual time as it grew: "rank µs virtual ..." (fairState.past; 4.0)
   {'last_served', 'rank'}, -- when each rank last served a call (fairState.lastServed; 4.0)
+  {'keyed', 'number'}, -- 1 once a keyed call came since the scope was at rest (fairState.keyed; 4.0)
+  {'fair_start_until', 'number'}, -- end of the first keyed calls' gathering (fairState.fairStartUntil; 4.0)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
