@@ -582,14 +582,22 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		if !m.follows(od, d) {
 			level = math.Min(level, m.level[d])
 		}
-		if level != m.level[d] {
-			m.level[d], changed = level, true
+		if math.Abs(level-m.level[d]) > RetimeMove*m.budgets[d].Capacity {
+			changed = true // tickets move only for a report that moves them more than a trifle
 		}
+		m.level[d] = level
 	}
 	if changed {
 		m.retime(now)
 	}
 }
+
+// RetimeMove is the least change of a bucket's level, as a fraction of its
+// capacity, that makes a provider's report move booked tickets (retime):
+// reports correct a level by a little with every response, and a ticket
+// a trifle early is checked against the provider's bucket when claimed
+// (ticketShortfall), one a trifle late loses as little.
+const RetimeMove = 0.01
 
 // follows reports whether bucket d's level may follow report od up: only
 // when od is the remaining of a budget no larger than the configured limit.

@@ -121,6 +121,7 @@ func luaConstants() []luaConstant {
 		{"CLASS_RANKS", classRanks, "class ranks (capacity.Class.Rank): a higher rank may borrow what lower ranks booked"},
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
 		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
+		{"RETIME_MOVE", capacity.RetimeMove, "capacity.RetimeMove"},
 		{"VIRTUAL_LOG_STEP", capacity.VirtualLogStep.Microseconds(), "capacity.VirtualLogStep (µs)"},
 		{"VIRTUAL_LOG_LENGTH", capacity.VirtualLogLength, "capacity.VirtualLogLength"},
 		{"STANDARD", int(capacity.Standard), ""},

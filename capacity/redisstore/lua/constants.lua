@@ -31,6 +31,8 @@ local CLASS_RANKS = {[0] = 1, [1] = 2, [2] = 0}
 local NRANKS = 8
 -- capacity.MaxIdleFlows
 local MAX_IDLE_FLOWS = 1024
+-- capacity.RetimeMove
+local RETIME_MOVE = 0.01
 -- capacity.VirtualLogStep (µs)
 local VIRTUAL_LOG_STEP = 250000
 -- capacity.VirtualLogLength

@@ -457,19 +457,13 @@ function fair.settleFlow(class, key, weight, reserved, final, granted_at)
 end
 
 -- ticketsInOrder returns the booked tickets as {call, ticket} in the
--- order they are due: higher ranks first, then by virtual finish (weighted
--- fair queuing), then by call (memScope.ticketsInOrder).
+-- order they are due (dueBefore), sorted once a script (ORDER).
 local function ticketsInOrder()
-  local order = {}
-  local all = call('HGETALL', KEYS[K_TICKETS])
-  for i = 1, #all, 2 do order[#order + 1] = {all[i], decodeRecord(all[i + 1], TICKET_FIELDS)} end
-  table.sort(order, function(a, b)
-    local x, y = a[2], b[2]
-    if x.rank ~= y.rank then return x.rank > y.rank end
-    if x.finish ~= y.finish then return x.finish < y.finish end
-    return a[1] < b[1]
-  end)
-  return order
+  if not ORDER then
+    ORDER = allTickets()
+    table.sort(ORDER, dueBefore)
+  end
+  return ORDER
 end
 
 -- retime moves every booked ticket to the time the provider's bucket
@@ -511,6 +505,7 @@ end
 -- time (their places in the fair order too); then every ticket is retimed.
 -- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
+  flushTickets()
   for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
     local tk = id ~= c and getTicket(id)
     if tk and tk.rank == mine.rank then
@@ -520,6 +515,7 @@ local function takeOverdue(c, mine)
       tk.expires = max(tk.expires, tk.at + S.ticket_grace)
       putTicket(c, mine)
       putTicket(id, tk)
+      ORDER = nil -- their places changed
       retime()
       return true
     end
@@ -596,6 +592,7 @@ end
 -- claim checks the provider's bucket, level + booked).
 local function reclaimTickets()
   local lapsed = {}
+  flushTickets()
   for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '-inf', NOW)) do
     local tk = unbook(c)
     if tk then
@@ -606,6 +603,7 @@ local function reclaimTickets()
   fair.unplaceAll(lapsed)
   -- Counted from the sorted set (the live ones: a snapshot removes
   -- nothing), so keys that expired leave no trace.
+  flushTickets()
   S.tickets = call('ZCOUNT', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf')
   if S.tickets == 0 then
     for d = 1, NB do
@@ -665,6 +663,7 @@ end
 -- ticket times (Redis only).
 local function lastTicketAt(d)
   local start = 0
+  flushTickets()
   while true do
     local ids = call('ZREVRANGE', KEYS[K_TICKET_TIMES], start, start + 15, 'WITHSCORES')
     if #ids == 0 then return 0 end
@@ -788,7 +787,8 @@ local function observe(o)
       -- a new call may take is the rest.
       local level = min(o.remaining[d] - since, ceiling(d)) - S.booked[d]
       if not follows(o, d) then level = min(level, S.level[d]) end
-      if level ~= S.level[d] then S.level[d], changed = level, true end
+      if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
+      S.level[d] = level
     end
   end
   if changed then retime() end

@@ -35,11 +35,8 @@ end
 out[9], out[10] = budget, level
 local leases, tickets = {}, {}
 for c, le in pairs(allLeases()) do leases[#leases + 1] = {c, encodeRecord(le, LEASE_FIELDS)} end
-if S.tickets > 0 then
-  local all = call('HGETALL', KEYS[K_TICKETS])
-  for i = 1, #all, 2 do
-    if decodeRecord(all[i + 1], TICKET_FIELDS).expires > NOW then tickets[#tickets + 1] = {all[i], all[i + 1]} end
-  end
+for _, e in ipairs(allTickets()) do
+  if e[2].expires > NOW then tickets[#tickets + 1] = {e[1], encodeRecord(e[2], TICKET_FIELDS)} end
 end
 out[11], out[12] = leases, tickets
 out[13] = activeBlock() and blockReply() or {}

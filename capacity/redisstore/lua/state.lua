@@ -476,17 +476,81 @@ end
 
 -- Tickets -------------------------------------------------------------------
 
+-- Tickets live in a hash (call -> encoded ticket) and two sorted sets
+-- (their lapse times and times), read and written through a cache:
+-- TICKETS[call] is the ticket, or false for none; TICKETS_DIRTY lists the
+-- calls to write (flushTickets), at the latest when the script saves, so a
+-- batch that retimes every ticket several times writes each once.
+-- ALL_TICKETS says the whole hash is in the cache (allTickets).
+local TICKETS, TICKETS_DIRTY, ALL_TICKETS = {}, {}, false
+
 local function getTicket(c)
-  if S.tickets == 0 then return nil end
-  local v = call('HGET', KEYS[K_TICKETS], c)
-  return v and decodeRecord(v, TICKET_FIELDS) or nil
+  local tk = TICKETS[c]
+  if tk == nil then
+    tk = false
+    if S.tickets > 0 and not ALL_TICKETS then
+      local v = call('HGET', KEYS[K_TICKETS], c)
+      if v then tk = decodeRecord(v, TICKET_FIELDS) end
+    end
+    TICKETS[c] = tk
+  end
+  return tk or nil
+end
+
+-- allTickets returns every ticket as {call, ticket}, in no order.
+local function allTickets()
+  if not ALL_TICKETS then
+    ALL_TICKETS = true
+    if S.tickets > 0 then
+      local all = call('HGETALL', KEYS[K_TICKETS])
+      for i = 1, #all, 2 do
+        if TICKETS[all[i]] == nil then TICKETS[all[i]] = decodeRecord(all[i + 1], TICKET_FIELDS) end
+      end
+    end
+  end
+  local out = {}
+  for c, tk in pairs(TICKETS) do
+    if tk then out[#out + 1] = {c, tk} end
+  end
+  return out
 end
 
 local function putTicket(c, tk)
-  write('HSET', KEYS[K_TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
-  write('ZADD', KEYS[K_TICKET_EXPIRIES], tk.expires, c)
-  write('ZADD', KEYS[K_TICKET_TIMES], tk.at, c)
+  TICKETS[c], TICKETS_DIRTY[c] = tk, true
   noteExpiry(tk.expires, 'next_ticket_expiry')
+end
+
+-- flushTickets writes the tickets changed since the last flush (Redis
+-- only): before the sorted sets are read, and when the script saves.
+local function flushTickets()
+  for c in pairs(TICKETS_DIRTY) do
+    local tk = TICKETS[c]
+    if tk then
+      write('HSET', KEYS[K_TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
+      write('ZADD', KEYS[K_TICKET_EXPIRIES], tk.expires, c)
+      write('ZADD', KEYS[K_TICKET_TIMES], tk.at, c)
+    else
+      write('HDEL', KEYS[K_TICKETS], c)
+      write('ZREM', KEYS[K_TICKET_EXPIRIES], c)
+      write('ZREM', KEYS[K_TICKET_TIMES], c)
+    end
+  end
+  TICKETS_DIRTY = {}
+end
+
+-- ORDER is the booked tickets as {call, ticket} in the order they are due
+-- (ticketsInOrder in rules.lua), kept while this script books and unbooks
+-- (a booking is inserted in its place, not sorted again); nil until built.
+local ORDER
+
+-- dueBefore orders tickets as they are due: higher ranks first, then by
+-- virtual finish (weighted fair queuing), then by call
+-- (memScope.ticketsInOrder).
+local function dueBefore(a, b)
+  local x, y = a[2], b[2]
+  if x.rank ~= y.rank then return x.rank > y.rank end
+  if x.finish ~= y.finish then return x.finish < y.finish end
+  return a[1] < b[1]
 end
 
 -- book takes a ticket's charges now and holds them until the ticket is
@@ -499,6 +563,15 @@ local function book(c, tk)
   end
   S.last_finish[tk.rank] = max(S.last_finish[tk.rank], tk.finish)
   putTicket(c, tk)
+  if ORDER then
+    -- In its place: after every ticket due before it.
+    local e, lo, hi = {c, tk}, 1, #ORDER + 1
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      if dueBefore(ORDER[mid], e) then lo = mid + 1 else hi = mid end
+    end
+    table.insert(ORDER, lo, e)
+  end
   if S.tickets == 0 then NEW_TICKET_KEY = true end
   S.tickets = S.tickets + 1
 end
@@ -508,9 +581,15 @@ end
 local function unbook(c)
   local tk = getTicket(c)
   if not tk then return nil end
-  write('HDEL', KEYS[K_TICKETS], c)
-  write('ZREM', KEYS[K_TICKET_EXPIRIES], c)
-  write('ZREM', KEYS[K_TICKET_TIMES], c)
+  TICKETS[c], TICKETS_DIRTY[c] = false, true
+  if ORDER then
+    for i, e in ipairs(ORDER) do
+      if e[1] == c then
+        table.remove(ORDER, i)
+        break
+      end
+    end
+  end
   S.tickets = S.tickets - 1
   for d = 1, NB do
     S.booked[d] = max(0, S.booked[d] - tk.charge[d])
@@ -559,6 +638,7 @@ end
 local function save()
   if #DUE > 0 then write('SPUBLISH', CHANNEL, 'due ' .. table.concat(DUE, ' ')) end
   flushLeases()
+  flushTickets()
   flushFlows()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
