@@ -79,6 +79,21 @@ type Options struct {
 	// has weight 1 and no caps. The map's keys are the fairness keys; a
 	// value's Key is ignored.
 	Fairness map[string]capacity.Fairness
+	// Pools names key pools: several credentials (of one provider, serving
+	// the same models) that calls share, each its own quota scope. The
+	// map's keys are pool names, its values the member credential names. A
+	// call whose Call.Credential names a pool goes, at each attempt, on the
+	// member with room now (else the one with the shortest wait), the least
+	// used first, read from the shared store, so every worker on it
+	// chooses alike; a member whose credential was refused, that has no
+	// access to the model, or that is out of quota is skipped until its
+	// block ends, and a 429 cools only its member. The activity learns the
+	// member through Credential(ctx, name) (the activities package reads
+	// it). When every member is out, the call fails non-retryable with
+	// reason pool_exhausted, naming each member and why. A name may not be
+	// both a pool and a member; names appear in scopes, so never secrets.
+	// Nil: no pools.
+	Pools map[string][]string
 
 	// MaxLocalWait is the longest an activity waits for capacity in-process
 	// (heartbeating) before it returns a delayed retry that frees the
@@ -187,13 +202,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.LeaseTTL != 0 && o.LeaseTTL < 3*time.Second {
 		return o, fmt.Errorf("%w: LeaseTTL is %v; want >= 3s (it is renewed every third)", ErrInvalidOptions, o.LeaseTTL)
 	}
+	var err error
+	if o.Pools, err = checkPools(o.Pools); err != nil {
+		return o, err
+	}
 	for key, f := range o.Fairness {
 		f.Key = key
 		if err := f.Validate(); err != nil {
 			return o, fmt.Errorf("%w: Fairness: %v", ErrInvalidOptions, err)
 		}
 	}
-	var err error
 	if o.Classes != nil {
 		if o.classes, err = capacity.NewClassSet(o.Classes...); err != nil {
 			return o, fmt.Errorf("%w: Classes: %w", ErrInvalidOptions, err)

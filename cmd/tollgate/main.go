@@ -1,6 +1,6 @@
 // Command tollgate is tollgate's operator CLI.
 //
-//	tollgate status   [-redis addr] [-prefix p] [-json] [-classes names]   live budgets, leases, tickets, blocks, fairness flows and keys per scope
+//	tollgate status   [-redis addr] [-prefix p] [-json] [-classes names] [-pool name=a,b]   live budgets, leases, tickets, blocks, fairness flows and keys per scope; key pools' members
 //	tollgate unblock  [-redis addr] [-credential] SCOPE  lift a scope's block (and its credential's)
 //	tollgate advise   [-redis addr] [-prefix p] [-json]   learned output per scope and call kind against max_tokens
 //	tollgate simulate [-provider openai] [-tpm n] ...    try limits on a workload before production

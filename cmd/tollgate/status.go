@@ -75,6 +75,8 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var rf redisFlags
 	rf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
+	pools := poolFlag{}
+	fs.Var(pools, "pool", "a key pool of the workers' interceptor.Options.Pools, name=member,member,... (repeatable): shows each member's state per quota")
 	classList := fs.String("classes", "", "the workers' class names in index order, comma-separated, as in interceptor.Options.Classes (default: the built-in "+
 		strings.Join(builtinClassNames(), ",")+")")
 	if err := parseFlags(fs, args); err != nil {
@@ -103,6 +105,12 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		lines = append(lines, statusOf(snap, names))
 	}
+	var poolLines []poolStatus
+	if len(pools) > 0 {
+		if poolLines, err = poolsOf(ctx, store, scopes, pools); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, l := range lines {
@@ -110,9 +118,17 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				return err
 			}
 		}
+		for _, p := range poolLines { // after the scopes: lines with "pool"
+			if err := enc.Encode(p); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
-	return printStatus(stdout, lines)
+	if err := printStatus(stdout, lines); err != nil || len(pools) == 0 {
+		return err
+	}
+	return printPools(stdout, poolLines)
 }
 
 // builtinClassNames is the names of the built-in classes in index order.
