@@ -8,7 +8,9 @@
 // SDK retries are off (MaxRetries 0): Temporal's retry policy, shaped by the
 // gate, is the only retry loop. API keys are resolved on the worker from a
 // credential scope name (Credentials), so they never appear in activity
-// input or workflow history. Input tokens are counted with OpenAI's
+// input or workflow history; a request may name a key pool
+// (interceptor.Options.Pools) as its Credential, and each attempt uses the
+// key of the member the gate chose (interceptor.Credential). Input tokens are counted with OpenAI's
 // tokenizer (tiktoken, offline) for OpenAI models and estimated for
 // Anthropic and Gemini (3 bytes a token, erring high; settled to actual
 // usage after the call). Results carry the text, the usage and only the rate-limit

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
 // ClientOptions configures the provider SDK clients of the activities
@@ -36,12 +38,13 @@ func (o ClientOptions) check(name string) error {
 
 // prepare checks a request before anything is sent: an invalid request is a
 // BadRequest, a credential the worker lacks is Misconfigured; either way the
-// gate is told the call never left. It returns the credential's key.
+// gate is told the call never left. It returns the credential's key: for a
+// key pool (interceptor.Options.Pools), the key of the member the gate chose.
 func (o ClientOptions) prepare(ctx context.Context, what string, invalid error, credential string) (string, error) {
 	if invalid != nil {
 		return "", notSent(ctx, badRequest(what+": "+invalid.Error()))
 	}
-	key, err := o.Credentials.APIKey(ctx, credential)
+	key, err := o.Credentials.APIKey(ctx, interceptor.Credential(ctx, credential))
 	if err != nil {
 		return "", notSent(ctx, misconfigured(what+": "+err.Error()))
 	}

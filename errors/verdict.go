@@ -45,6 +45,12 @@ const (
 	// ReasonRequestTooLarge: the request body is larger than the API accepts
 	// (413).
 	ReasonRequestTooLarge Reason = "request_too_large"
+	// ReasonPoolExhausted: every key of a key pool (interceptor
+	// Options.Pools) is out: refused, without access to the model, or out
+	// of quota. Details.Scope names the pool (its name in the credential
+	// place), the message each key and why; a QuotaExhausted one carries
+	// the earliest ResetAt of the keys out of quota.
+	ReasonPoolExhausted Reason = "pool_exhausted"
 )
 
 // The codes of a ReasonSpendCap verdict (Verdict.Code, Details.Code): which

@@ -20,6 +20,17 @@ const storeRetryDelay = 5 * time.Second
 // admit reserves the call's charges: at once, after a local wait, or not at
 // all (the returned error is what the activity returns).
 func (g *gatedCall) admit(ctx context.Context) (capacity.Reservation, error) {
+	if g.pool != nil {
+		res, granted, err := g.choose(ctx)
+		switch {
+		case granted:
+			return res, nil
+		case err != nil && isApplicationError(err):
+			return res, err // no member can take the call
+		case err != nil:
+			return g.outcome(ctx, res, err, false)
+		}
+	}
 	req := g.request()
 	maxWait := g.localWaitBudget(ctx)
 	var (
@@ -39,17 +50,39 @@ func (g *gatedCall) admit(ctx context.Context) (capacity.Reservation, error) {
 			case <-waitCtx.Done():
 			}
 		}()
+		wo := capacity.WaitOptions{MaxWait: maxWait, Clock: g.opts.Clock}
+		var left atomic.Pointer[capacity.Reservation] // the denial that sent a pool call on
+		if g.pool != nil {
+			// A pool call does not wait out a block its key met after it
+			// was chosen: another key may have room now.
+			wo.OnDenied = func(r capacity.Reservation) {
+				if _, ok := g.pool.leaves(r); ok {
+					left.Store(&r)
+					cancel()
+				}
+			}
+		}
 		stopBeat := g.heartbeatDuring(ctx, false)
-		res, err = capacity.Wait(waitCtx, g.opts.Store, req, capacity.WaitOptions{MaxWait: maxWait, Clock: g.opts.Clock})
+		res, err = capacity.Wait(waitCtx, g.opts.Store, req, wo)
 		stopBeat()
 		cancel()
+		if b := left.Load(); b != nil && ctx.Err() == nil && !stopped.Load() {
+			why, _ := g.pool.leaves(*b)
+			return *b, g.reroute(why)
+		}
 	}
+	return g.outcome(ctx, res, err, stopped.Load())
+}
+
+// outcome turns the store's answer into admission: the reservation, or the
+// error the activity returns. stopped says the worker is stopping.
+func (g *gatedCall) outcome(ctx context.Context, res capacity.Reservation, err error, stopped bool) (capacity.Reservation, error) {
 	switch {
 	case err == nil && res.Granted:
 		return res, nil
 	case err == nil:
 		return res, g.denied(res)
-	case stopped.Load() && ctx.Err() == nil:
+	case stopped && ctx.Err() == nil:
 		// The worker is stopping: free the slot, come back on another worker.
 		return res, capacityWait(g.delay(time.Second, false), g.scope, "worker stopping", "")
 	case ctx.Err() != nil:
@@ -107,6 +140,11 @@ func (g *gatedCall) denied(res capacity.Reservation) error {
 	switch res.Reason {
 	case capacity.DenyCapacity, capacity.DenyDailyQuota, capacity.DenyKeyCap, capacity.DenyKeyQuota:
 		dim = res.Binding.String()
+	}
+	if g.pool != nil {
+		if why, ok := g.pool.leaves(res); ok {
+			return g.reroute(why)
+		}
 	}
 	switch res.Reason {
 	case capacity.DenyDeadline:

@@ -53,6 +53,17 @@
 // writes the FairnessKeyHeader, which takes the place of Call.FairnessKey;
 // a differing Call.FairnessKey is Misconfigured.
 //
+// # Key pools
+//
+// Options.Pools names pools of credentials, each member its own scope. A call
+// whose Call.Credential names a pool goes, at each attempt, on the member
+// with room now (the least used), else on the one with the shortest wait,
+// read from the store; the activity gets the member's name from Credential.
+// A member's 429, refused key, missing access or spent quota blocks the
+// member (a refused or unpaid key on every model of its credential) and
+// sends the call to another member at once; with every member out, the call
+// fails non-retryable with reason pool_exhausted, naming each.
+//
 // # What the gate does
 //
 // Before the call it reserves the call's charges in every dimension of its

@@ -26,6 +26,16 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	}
 
 	v := g.opts.Classifier.ClassifyContext(ctx, g.call.Provider, callErr, now)
+	rerouted := false
+	if g.pool != nil {
+		if b, ok := g.memberBlock(v, now); ok {
+			// The member is blocked while the call still holds its slot, so
+			// no call of the pool is admitted on it in between to meet the
+			// same answer.
+			g.block(bg, b)
+			rerouted = true
+		}
+	}
 	outcome := capacity.Unknown // sent, answer lost: keep the whole reservation
 	if v.Status != 0 {
 		outcome = capacity.Rejected
@@ -45,6 +55,9 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	}
 	g.observe(bg, lease, obs)
 	g.a.root.tel.failed(ctx, g, v)
+	if rerouted {
+		return g.reroute(g.pool.chosen.name + " " + v.Class.String() + codeSuffix(cleanCode(v.Code)))
+	}
 	conv := tgerrors.Converter{Jitter: g.jitterFunc()}
 
 	switch v.Class {
@@ -148,4 +161,12 @@ func (g *gatedCall) checkDeadline(err error) error {
 		return deadlineUnmeetable(ae.Message()+": the retry lands past the call's schedule-to-close deadline", g.scope)
 	}
 	return err
+}
+
+// codeSuffix is " (code)", or "" for no code.
+func codeSuffix(code string) string {
+	if code == "" {
+		return ""
+	}
+	return " (" + code + ")"
 }

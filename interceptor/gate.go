@@ -85,6 +85,10 @@ type gatedCall struct {
 	// MinCallTime, the deadline the store is given; zero if none.
 	dispatchBy time.Time
 	state      *callState
+	// pool is the key pool the call named (Options.Pools); nil if none.
+	// Until choose picks a member, scope is the pool's own and limits
+	// are zero.
+	pool *poolCall
 }
 
 func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, call Call) (*gatedCall, error) {
@@ -96,21 +100,29 @@ func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, 
 	if err := scope.Validate(); err != nil {
 		return nil, misconfigured(err.Error())
 	}
-	limits, ok := o.Limits(scope)
-	if !ok {
-		return nil, misconfigured("no limits configured for scope " + scope.Key())
-	}
-	if err := limits.Validate(); err != nil {
-		return nil, misconfigured(err.Error())
-	}
 	profile, ok := o.profile(call.Provider)
 	if !ok {
 		return nil, misconfigured("no accounting profile for provider " + string(call.Provider))
 	}
-	limits = capacity.ProfileDayReset(limits, profile)
 	g := &gatedCall{
-		a: a, opts: o, info: info, call: call, scope: scope, limits: limits, profile: profile,
+		a: a, opts: o, info: info, call: call, scope: scope, profile: profile,
 		id: callID(info), state: &callState{},
+	}
+	if _, ok := o.Pools[call.Credential]; ok {
+		pool, err := newPoolCall(o, call, call.Credential, scope, profile)
+		if err != nil {
+			return nil, err
+		}
+		g.pool = pool
+	} else {
+		limits, ok := o.Limits(scope)
+		if !ok {
+			return nil, misconfigured("no limits configured for scope " + scope.Key())
+		}
+		if err := limits.Validate(); err != nil {
+			return nil, misconfigured(err.Error())
+		}
+		g.limits = capacity.ProfileDayReset(limits, profile)
 	}
 	g.kind = a.root.learn.kindOf(ctx, g)
 	g.demand = a.root.learn.demand(ctx, g)
@@ -153,9 +165,12 @@ func callID(info activity.Info) string {
 	return "act-" + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
-func (g *gatedCall) request() capacity.Request {
+func (g *gatedCall) request() capacity.Request { return g.requestFor(g.scope, g.limits) }
+
+// requestFor is the call's request on scope sc, of limits l.
+func (g *gatedCall) requestFor(sc capacity.Scope, l capacity.Limits) capacity.Request {
 	r := capacity.Request{
-		Scope: g.scope, Limits: g.limits, Call: g.id, Attempt: int(g.info.Attempt),
+		Scope: sc, Limits: l, Call: g.id, Attempt: int(g.info.Attempt),
 		Charges: g.charges, Class: g.call.Class, TTL: g.opts.LeaseTTL, Book: true,
 		Since: g.info.ScheduledTime, // waiting since the first attempt was scheduled: Limits.AgingAfter
 	}
@@ -203,6 +218,9 @@ func (g *gatedCall) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	callCtx := context.WithValue(ctx, gatedKey{}, true)
 	callCtx = context.WithValue(callCtx, reportKey{}, rep)
 	callCtx = context.WithValue(callCtx, callStateKey{}, g.state)
+	if g.pool != nil {
+		callCtx = context.WithValue(callCtx, poolChoiceKey{}, poolChoice{pool: g.pool.name, member: g.pool.chosen.name})
+	}
 	ka := g.startKeepalive(ctx, lease)
 	finished := false
 	defer func() {
@@ -351,6 +369,15 @@ func (g *gatedCall) liftProbe(ctx context.Context) {
 			g.logger(ctx).Warn("tollgate: unblock failed", "scope", g.scope.Key(), "error", err)
 		}
 	}
+}
+
+// learnScope is the scope the call learns on: its own, or its pool's,
+// whichever member it goes on.
+func (g *gatedCall) learnScope() capacity.Scope {
+	if g.pool != nil {
+		return g.pool.scope
+	}
+	return g.scope
 }
 
 func (g *gatedCall) logger(ctx context.Context) log.Logger {

@@ -151,7 +151,8 @@ func (a *chatActivities) Chat(ctx context.Context, in ChatInput) (ChatResult, er
 		interceptor.SetReport(ctx, interceptor.Report{NotSent: true})
 		return ChatResult{}, temporal.NewApplicationError("could not build the request", "test.Build")
 	}
-	client := openai.NewClient(option.WithBaseURL(a.baseURL), option.WithAPIKey(a.keys[in.Credential]), option.WithMaxRetries(0))
+	key := a.keys[interceptor.Credential(ctx, in.Credential)] // a pool's member, else the credential itself
+	client := openai.NewClient(option.WithBaseURL(a.baseURL), option.WithAPIKey(key), option.WithMaxRetries(0))
 	var resp *http.Response
 	out, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model:               in.Model,

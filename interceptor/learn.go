@@ -170,7 +170,7 @@ func learnedDemand(d capacity.Demand, l capacity.Learned, o LearnOptions, settle
 // learned returns what g's kind learned, read at most every Refresh per
 // worker; false if nothing could be read yet.
 func (l *learning) learned(ctx context.Context, g *gatedCall) (capacity.Learned, bool) {
-	k := learnKey{g.scope, g.kind}
+	k := learnKey{g.learnScope(), g.kind}
 	l.mu.Lock()
 	e := l.cache[k]
 	if e == nil {
@@ -187,11 +187,11 @@ func (l *learning) learned(ctx context.Context, g *gatedCall) (capacity.Learned,
 	}
 	rctx, cancel := context.WithTimeout(ctx, learnReadTimeout)
 	defer cancel()
-	learned, err := l.store.Learned(rctx, g.scope, g.kind)
+	learned, err := l.store.Learned(rctx, g.learnScope(), g.kind)
 	wasRead := !e.at.IsZero()
 	e.at = now // a failed read is not tried again before Refresh either
 	if err != nil {
-		logFailure(g.logger(ctx), "tollgate: reading what was learned failed; reserving as before", err, "scope", g.scope.Key(), "kind", g.kind)
+		logFailure(g.logger(ctx), "tollgate: reading what was learned failed; reserving as before", err, "scope", g.learnScope().Key(), "kind", g.kind)
 		return e.l, wasRead
 	}
 	e.l = learned
@@ -215,8 +215,8 @@ func (l *learning) record(ctx context.Context, g *gatedCall, u capacity.Usage) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.SettleTimeout)
 	defer cancel()
-	if err := l.store.Learn(ctx, g.scope, g.kind, s); err != nil {
-		logFailure(g.logger(ctx), "tollgate: learning from a settled call failed", err, "scope", g.scope.Key(), "kind", g.kind)
+	if err := l.store.Learn(ctx, g.learnScope(), g.kind, s); err != nil {
+		logFailure(g.logger(ctx), "tollgate: learning from a settled call failed", err, "scope", g.learnScope().Key(), "kind", g.kind)
 	}
 }
 

@@ -86,6 +86,21 @@ type Options struct {
 	// delays those first calls by up to FairStart. Zero (the default):
 	// none. At most capacity.MaxFairStart.
 	FairStart time.Duration
+	// Pools names key pools: several credentials (of one provider, serving
+	// the same models) that calls share, each its own quota scope. The
+	// map's keys are pool names, its values the member credential names. A
+	// call whose Call.Credential names a pool goes, at each attempt, on the
+	// member with room now (else the one with the shortest wait), the least
+	// used first, read from the shared store, so every worker on it
+	// chooses alike; a member whose credential was refused, that has no
+	// access to the model, or that is out of quota is skipped until its
+	// block ends, and a 429 cools only its member. The activity learns the
+	// member through Credential(ctx, name) (the activities package reads
+	// it). When every member is out, the call fails non-retryable with
+	// reason pool_exhausted, naming each member and why. A name may not be
+	// both a pool and a member; names appear in scopes, so never secrets.
+	// Nil: no pools.
+	Pools map[string][]string
 
 	// MaxLocalWait is the longest an activity waits for capacity in-process
 	// (heartbeating) before it returns a delayed retry that frees the
@@ -221,13 +236,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FairStart < 0 || o.FairStart > capacity.MaxFairStart {
 		return o, fmt.Errorf("%w: FairStart is %v; want 0 to %v", ErrInvalidOptions, o.FairStart, capacity.MaxFairStart)
 	}
+	var err error
+	if o.Pools, err = checkPools(o.Pools); err != nil {
+		return o, err
+	}
 	for key, f := range o.Fairness {
 		f.Key = key
 		if err := f.Validate(); err != nil {
 			return o, fmt.Errorf("%w: Fairness: %v", ErrInvalidOptions, err)
 		}
 	}
-	var err error
 	if o.Classes != nil {
 		if o.classes, err = capacity.NewClassSet(o.Classes...); err != nil {
 			return o, fmt.Errorf("%w: Classes: %w", ErrInvalidOptions, err)

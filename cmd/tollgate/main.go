@@ -1,6 +1,6 @@
 // Command tollgate is tollgate's operator CLI.
 //
-//	tollgate status   [connection] [-json] [-watch 5s] [-classes names]   live budgets, leases, tickets, blocks, fairness flows and keys per scope
+//	tollgate status   [connection] [-json] [-watch 5s] [-classes names] [-pool name=a,b]   live budgets, leases, tickets, blocks, fairness flows and keys per scope; key pools' members
 //	tollgate unblock  [connection] [-json] [-credential] SCOPE            lift a scope's block (and its credential's)
 //	tollgate advise   [connection] [-json]                                learned output per scope and call kind against max_tokens
 //	tollgate cost     [connection] [-json] [-day d] [-tenant t]                tokens and cost per day, scope, tenant and workflow type

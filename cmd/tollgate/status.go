@@ -72,6 +72,8 @@ type statusReport struct {
 	Source source    `json:"source"`
 	// Scopes are the scopes with state under the prefix, by key.
 	Scopes []scopeStatus `json:"scopes"`
+	// Pools are the members of each key pool given with -pool, per quota.
+	Pools []poolStatus `json:"pools,omitempty"`
 	// Empty, if set, says why Scopes is empty: nothing under the prefix.
 	Empty string `json:"empty,omitempty"`
 	// Error, if set, is why this refresh of -watch failed; the next one
@@ -107,6 +109,8 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var rf redisFlags
 	rf.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per reading (statusReport: at, source, scopes, empty, error) instead of tables")
+	pools := poolFlag{}
+	fs.Var(pools, "pool", "a key pool of the workers' interceptor.Options.Pools, name=member,member,... (repeatable): shows each member's state per quota")
 	classList := fs.String("classes", "", "the workers' class `names` in index order, comma-separated, as in interceptor.Options.Classes (default: the built-in "+
 		strings.Join(builtinClassNames(), ",")+")")
 	var every interval
@@ -150,6 +154,11 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 			rep.Scopes = append(rep.Scopes, statusOf(snap, names))
 		}
+		if len(pools) > 0 {
+			if rep.Pools, err = poolsOf(ctx, store, scopes, pools); err != nil {
+				return rep, err
+			}
+		}
 		if len(rep.Scopes) == 0 {
 			e := rf.empty(ctx, "no scopes", "no worker has used a scope recently (state expires after a scope goes idle)")
 			rep.Empty = e.reason
@@ -179,7 +188,10 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			_, err := fmt.Fprintln(stdout, "refresh failed:", err)
 			return err
 		}
-		return printStatus(stdout, rep.Scopes)
+		if err := printStatus(stdout, rep.Scopes); err != nil || len(rep.Pools) == 0 {
+			return err
+		}
+		return printPools(stdout, rep.Pools)
 	}
 
 	if every == 0 {
