@@ -1,12 +1,14 @@
 // Command demo runs the whole sample in one process against a real Temporal
 // dev server (the temporal CLI that `make temporal` builds) and a fake
 // provider: a nightly batch and an interactive assistant sharing one quota,
-// with live progress and a final report. `make demo` runs it.
+// with live progress and a final report, also written as an HTML page with
+// charts (-report). `make demo` runs it.
 package main
 
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -22,6 +24,7 @@ func main() {
 	flag.IntVar(&o.Questions, "questions", 30, "questions the assistant answers meanwhile")
 	flag.DurationVar(&o.Every, "every", 500*time.Millisecond, "time between questions")
 	flag.BoolVar(&o.NoFloors, "no-floors", false, "run without class floors, to compare")
+	report := flag.String("report", "demo-report.html", "where to write the HTML report; empty: none")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -36,4 +39,13 @@ func main() {
 		log.Fatalln(err)
 	}
 	r.Print(os.Stdout, o)
+	if *report == "" {
+		return
+	}
+	path, err := r.SaveHTML(*report, o)
+	if err != nil {
+		_ = srv.Stop()
+		log.Fatalln(err)
+	}
+	fmt.Printf("\nHTML report: %s\n", path)
 }
