@@ -1,7 +1,7 @@
 # tollgate — make test is the command CI runs (.ci/run) on a fresh machine.
 # It installs what the tests need: staticcheck (Go module proxy), redis-server
-# (Debian package) and the Temporal CLI dev server (go install), each only
-# where missing.
+# and chromium (Debian packages) and the Temporal CLI dev server (go install),
+# each only where missing.
 
 GO          ?= go
 GOBIN       ?= $(shell $(GO) env GOPATH)/bin
@@ -14,12 +14,12 @@ REDIS_PORT          ?= 6390
 export TOLLGATE_REDIS_ADDR ?= 127.0.0.1:$(REDIS_PORT)
 export TOLLGATE_TEMPORAL_CLI ?= $(GOBIN)/temporal
 
-.PHONY: all test unit lint fmt vet staticcheck bench fuzz demo histories tools redis temporal clean
+.PHONY: all test unit lint fmt vet staticcheck bench fuzz demo histories tools redis temporal chromium clean
 
 all: test
 
 ## test: lint, then every test with the race detector (what CI runs).
-test: lint redis temporal
+test: lint redis temporal chromium
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 ## unit: tests without lint.
@@ -58,6 +58,10 @@ fuzz:
 ## redis: install (Debian's redis-server) and start a throwaway server on REDIS_PORT.
 redis:
 	@scripts/redis.sh $(REDIS_PORT)
+
+## chromium: install Debian's chromium if missing (a test opens the demo's HTML report in it, headless).
+chromium:
+	@scripts/chromium.sh
 
 ## temporal: build the Temporal CLI dev server with go install if missing.
 temporal: $(GOBIN)/temporal

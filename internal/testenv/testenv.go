@@ -1,5 +1,6 @@
 // Package testenv holds what tollgate's own tests share: loading the provider
-// fixtures, header corpus helpers for the fuzz targets, and the test Redis.
+// fixtures, header corpus helpers for the fuzz targets, the test Redis and
+// headless Chromium.
 // It is internal: users test against testsuite, not this.
 package testenv
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -43,12 +44,15 @@ type DemoReport struct {
 	// Ledger is the cost ledger's rows after the run: every day the store
 	// holds (a fresh store holds only the run's).
 	Ledger []capacity.LedgerRow
+	// Timeline is the budget and the calls over time, for WriteHTML.
+	Timeline Timeline
 }
 
 // RunDemo runs the sample end to end on the Temporal client c: a fake
 // provider metering Limits, the two class workers with the tollgate plugin,
 // the nightly batch and an interactive stream beside it, with live progress
-// on out.
+// on out. The report's Timeline holds the shared budget every 250 ms and
+// each call's scheduling and admission, for WriteHTML.
 func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer) (DemoReport, error) {
 	fpLimits := testsuite.Limits{RequestsPerMinute: Limits.RequestsPerMinute, TokensPerMinute: Limits.TokensPerMinute, BurstWindow: Limits.Burst}
 	fp, err := testsuite.New(testsuite.Options{Models: []testsuite.Model{{Name: Model, Provider: testsuite.OpenAI, Limits: fpLimits}},
@@ -66,6 +70,7 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 		store = capacity.NewMemoryStore(capacity.MemoryOptions{})
 	}
 	ledger, _ := store.(capacity.Ledger)
+	rec := newRecorder(store, demoScope)
 	plugin, err := interceptor.NewPlugin(interceptor.Options{
 		Store:  store,
 		Limits: func(capacity.Scope) (capacity.Limits, bool) { return limits, true },
@@ -85,7 +90,7 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 		w := worker.New(c, queue, worker.Options{Plugins: []worker.Plugin{plugin}})
 		w.RegisterWorkflow(AssistantWorkflow)
 		w.RegisterWorkflow(BatchClassifyWorkflow)
-		w.RegisterActivity(oa)
+		w.RegisterActivityWithOptions(rec.chat(oa.Chat), activity.RegisterOptions{Name: "Chat"})
 		if err := w.Start(); err != nil {
 			return DemoReport{}, err
 		}
@@ -110,6 +115,8 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 	defer ask.Stop()
 	progress := time.NewTicker(time.Second)
 	defer progress.Stop()
+	sampling := time.NewTicker(sampleEvery)
+	defer sampling.Stop()
 	asked := 0
 	for {
 		select {
@@ -121,6 +128,8 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 			}
 			r.BatchTime = time.Since(start)
 			wg.Wait()
+			rec.sample(ctx)
+			r.Timeline = rec.timeline(start)
 			slices.Sort(latencies)
 			if n := len(latencies); n > 0 {
 				r.Answered, r.LatencyP50, r.LatencyP95, r.LatencyMax = n, latencies[n/2], latencies[min(n-1, n*95/100)], latencies[n-1]
@@ -159,6 +168,8 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 					mu.Unlock()
 				}
 			}(asked)
+		case <-sampling.C:
+			rec.sample(ctx)
 		case <-progress.C:
 			rep := fp.Report(testsuite.Scope{Key: testsuite.DefaultKey, Model: Model})
 			mu.Lock()

@@ -3,6 +3,7 @@ package assistantbatch_test
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -59,4 +60,23 @@ func TestDemoOnDevServer(t *testing.T) {
 	assert.Zero(t, r.Provider429s)
 	assert.True(t, r.LedgerMatches(), "the cost ledger holds the provider's tokens: %+v against %+v", r.Ledger, r.ProviderTokens)
 	t.Logf("batch %v; assistant p50 %v, p95 %v", r.BatchTime.Round(time.Millisecond), r.LatencyP50.Round(time.Millisecond), r.LatencyP95.Round(time.Millisecond))
+
+	// The HTML report of this run (what `make demo` writes), opened in
+	// headless Chromium.
+	tl := r.Timeline
+	assert.Len(t, tl.Calls, 66, "calls admitted")
+	assert.Equal(t, []capacity.Dimension{capacity.Requests, capacity.Tokens}, tl.Dimensions)
+	require.NotEmpty(t, tl.Samples)
+	maxInFlight := 0
+	for _, s := range tl.Samples {
+		maxInFlight = max(maxInFlight, s.InFlight)
+	}
+	assert.Positive(t, maxInFlight, "calls in flight at some sample")
+	path, err := r.SaveHTML(filepath.Join(t.TempDir(), "demo-report.html"), o)
+	require.NoError(t, err)
+	t.Run("report in Chromium", func(t *testing.T) {
+		check, _ := openReport(t, path)
+		assert.Equal(t, renderCheck{Charts: 4, Lines: 7, Drawn: 7, Points: 7 * len(tl.Samples)}, check)
+		t.Logf("%d samples; %+v", len(tl.Samples), check)
+	})
 }

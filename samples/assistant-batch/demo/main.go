@@ -1,7 +1,8 @@
 // Command demo runs the whole sample in one process against a real Temporal
 // dev server (the temporal CLI that `make temporal` builds) and a fake
 // provider: a nightly batch and an interactive assistant sharing one quota,
-// with live progress and a final report. `make demo` runs it.
+// with live progress and a final report, also written as an HTML page with
+// charts (-report). `make demo` runs it.
 //
 // With -redis (default $TOLLGATE_REDIS_ADDR, which `make demo` sets) the
 // budget and the cost ledger are kept in Redis under -prefix, emptied at
@@ -12,6 +13,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -32,6 +34,7 @@ func main() {
 	flag.BoolVar(&o.NoFloors, "no-floors", false, "run without class floors, to compare")
 	addr := flag.String("redis", os.Getenv("TOLLGATE_REDIS_ADDR"), "Redis address host:port for the budget and the cost ledger (env TOLLGATE_REDIS_ADDR); empty: in memory")
 	prefix := flag.String("prefix", "tollgate-demo", "key prefix in Redis; its keys are deleted at the start")
+	report := flag.String("report", "demo-report.html", "where to write the HTML report; empty: none")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -63,4 +66,13 @@ func main() {
 	if o.Store != nil {
 		log.Printf("the cost ledger is in Redis: go run ./cmd/tollgate cost -redis %s -prefix %s [-json]", *addr, *prefix)
 	}
+	if *report == "" {
+		return
+	}
+	path, err := r.SaveHTML(*report, o)
+	if err != nil {
+		_ = srv.Stop()
+		log.Fatalln(err)
+	}
+	fmt.Printf("\nHTML report: %s\n", path)
 }
