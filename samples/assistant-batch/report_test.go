@@ -3,6 +3,7 @@ package assistantbatch_test
 import (
 	"bytes"
 	"fmt"
+	"html/template"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -116,7 +117,7 @@ func TestReportHTMLIsSelfContained(t *testing.T) {
 	for _, s := range []string{"http:", "https:", "src=", "href=", "url(", "@import", "<link", "<iframe", "<img"} {
 		assert.NotContains(t, html, s)
 	}
-	assert.Contains(t, html, strings.TrimSpace(table.String()))
+	assert.Contains(t, html, template.HTMLEscapeString(strings.TrimSpace(table.String())))
 	assert.Equal(t, 4, strings.Count(html, `<svg class="chart"`), "charts")
 	assert.Equal(t, 7, strings.Count(html, `<polyline class="series"`), "lines: 2 dimensions, in flight, 2 classes × (age, waiting)")
 }
