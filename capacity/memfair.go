@@ -27,9 +27,10 @@ type fairState struct {
 	keys       map[string]keyState  // fairness keys with caps, by key
 
 	// keyed is set by the first keyed call since the scope was at rest;
-	// fairStartUntil (µs) ends the gathering it opened (Request.FairStart).
-	keyed          bool
-	fairStartUntil int64
+	// fairStartUntil (µs) ends the gathering it opened at fairStartFrom
+	// (Request.FairStart).
+	keyed                        bool
+	fairStartFrom, fairStartUntil int64
 }
 
 // MaxFairStart bounds Request.FairStart.
@@ -37,17 +38,24 @@ const MaxFairStart = 5 * time.Second
 
 // gathering reports whether req, a keyed call, arrives while the first
 // keyed calls on the scope gather (Request.FairStart): it opens the
-// gathering if it is the first since the scope was at rest.
+// gathering if it is the first since the scope was at rest, and a flow new
+// to the gathering keeps it open FairStart more (MaxFairStart from its
+// start at most), so backlogs that Temporal dispatches one after another
+// all arrive before the first burst is shared.
 func (m *memScope) gathering(req Request, now time.Time) bool {
 	if req.Fairness.Key == "" {
 		return false
 	}
-	t := now.UnixMicro()
+	t, d := now.UnixMicro(), req.FairStart.Microseconds()
 	if !m.keyed {
 		m.keyed = true
-		if req.FairStart > 0 {
-			m.fairStartUntil = t + req.FairStart.Microseconds()
+		if d > 0 {
+			m.fairStartFrom, m.fairStartUntil = t, t+d
 		}
+		return t < m.fairStartUntil
+	}
+	if _, seen := m.flows[flowID(req.Class, req.Fairness.Key)]; t < m.fairStartUntil && !seen && d > 0 {
+		m.fairStartUntil = min(max(m.fairStartUntil, t+d), m.fairStartFrom+MaxFairStart.Microseconds())
 	}
 	return t < m.fairStartUntil
 }
@@ -258,7 +266,7 @@ func (m *memScope) forgetIdle() {
 	m.flows = nil
 	m.virtual, m.lastFinish = [MaxRank + 1]float64{}, [MaxRank + 1]float64{}
 	m.past, m.lastServed = [MaxRank + 1][]virtualPoint{}, [MaxRank + 1]int64{}
-	m.keyed, m.fairStartUntil = false, 0
+	m.keyed, m.fairStartFrom, m.fairStartUntil = false, 0, 0
 }
 
 // keyTokens is what a charge costs a key's daily token cap.

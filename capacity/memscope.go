@@ -84,7 +84,7 @@ func (m *memScope) clone() *memScope {
 		failures: map[string]failureCount{}, endedAt: maps.Clone(m.endedAt),
 		grace: m.grace,
 		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish, past: m.past, lastServed: m.lastServed,
-			keyed: m.keyed, fairStartUntil: m.fairStartUntil,
+			keyed: m.keyed, fairStartFrom: m.fairStartFrom, fairStartUntil: m.fairStartUntil,
 			flows: maps.Clone(m.flows), keys: maps.Clone(m.keys)},
 	}
 }

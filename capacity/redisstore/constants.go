@@ -122,6 +122,7 @@ func luaConstants() []luaConstant {
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
 		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
 		{"RETIME_MOVE", capacity.RetimeMove, "capacity.RetimeMove"},
+		{"MAX_FAIR_START", capacity.MaxFairStart.Microseconds(), "capacity.MaxFairStart (µs)"},
 		{"VIRTUAL_LOG_STEP", capacity.VirtualLogStep.Microseconds(), "capacity.VirtualLogStep (µs)"},
 		{"VIRTUAL_LOG_LENGTH", capacity.VirtualLogLength, "capacity.VirtualLogLength"},
 		{"STANDARD", int(capacity.Standard), ""},

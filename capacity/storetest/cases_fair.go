@@ -157,8 +157,9 @@ var fairOrderCases = []Case{
 	}},
 	{"FairStartSharesTheFirstBurst", func(h *harness) {
 		// On a scope at rest, a's calls arrive 100 ms before b's: with
-		// FairStart they gather, and the first burst (5,000 tokens and
-		// the refill) is shared in fair order, not taken by a.
+		// FairStart they gather (b, a flow new to the gathering, keeps it
+		// open 300 ms more), and the first burst (5,000 tokens and the
+		// refill) is shared in fair order, not taken by a.
 		l := fairLimits()
 		t0 := h.clock.Now()
 		call := func(key string, i int) capacity.Request {
@@ -175,7 +176,7 @@ var fairOrderCases = []Case{
 		}
 		first := map[string]int{}
 		for _, tk := range h.snap(testScope).Tickets {
-			if !tk.At.After(t0.Add(300 * time.Millisecond)) {
+			if !tk.At.After(t0.Add(400 * time.Millisecond)) {
 				first[tk.Key]++
 			}
 		}
@@ -184,6 +185,8 @@ var fairOrderCases = []Case{
 		// Not before the gathering ends.
 		assert.False(h.t, h.deny(call("a", 0)).Granted)
 		h.clock.Set(t0.Add(300 * time.Millisecond))
+		assert.False(h.t, h.deny(call("a", 0)).Granted, "b kept the gathering open")
+		h.clock.Set(t0.Add(400 * time.Millisecond))
 		h.grant(call("a", 0))
 		// A scope at rest gathers again; without FairStart it does not.
 		r := h.keyed(l, capacity.Fairness{Key: "c"}, tokens(10, 0))

@@ -33,6 +33,8 @@ local NRANKS = 8
 local MAX_IDLE_FLOWS = 1024
 -- capacity.RetimeMove
 local RETIME_MOVE = 0.01
+-- capacity.MaxFairStart (µs)
+local MAX_FAIR_START = 5000000
 -- capacity.VirtualLogStep (µs)
 local VIRTUAL_LOG_STEP = 250000
 -- capacity.VirtualLogLength

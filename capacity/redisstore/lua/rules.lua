@@ -311,9 +311,14 @@ end
 -- first since the scope was at rest (memScope.gathering).
 function fair.gathering(req)
   if req.key == '' then return false end
+  local d = req.fair_start
   if S.keyed == 0 then
     S.keyed = 1
-    if req.fair_start > 0 then S.fair_start_until = NOW + req.fair_start end
+    if d > 0 then S.fair_start_from, S.fair_start_until = NOW, NOW + d end
+    return NOW < S.fair_start_until
+  end
+  if NOW < S.fair_start_until and d > 0 and not fair.getFlow(fair.flowID(req.class, req.key)) then
+    S.fair_start_until = min(max(S.fair_start_until, NOW + d), S.fair_start_from + MAX_FAIR_START)
   end
   return NOW < S.fair_start_until
 end
@@ -338,7 +343,7 @@ function fair.forgetIdle()
   FLOWS, FLOWS_DIRTY, S.flows = {}, {}, 0
   for r = 0, NRANKS - 1 do S.virtual[r], S.last_finish[r] = 0, 0 end
   S.past, PAST = '', nil
-  S.keyed, S.fair_start_until = 0, 0
+  S.keyed, S.fair_start_until, S.fair_start_from = 0, 0, 0
   for r = 0, NRANKS - 1 do S.last_served[r] = 0 end
 end
 

@@ -188,6 +188,7 @@ local STATE_SCHEMA = {
   {'last_served', 'rank'}, -- when each rank last served a call (fairState.lastServed; 4.0)
   {'keyed', 'number'}, -- 1 once a keyed call came since the scope was at rest (fairState.keyed; 4.0)
   {'fair_start_until', 'number'}, -- end of the first keyed calls' gathering (fairState.fairStartUntil; 4.0)
+  {'fair_start_from', 'number'}, -- its start (fairState.fairStartFrom; 4.0)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
