@@ -41,6 +41,9 @@ const (
 	// CauseCanceled is a request whose client went away while it ran; it was
 	// charged.
 	CauseCanceled Cause = "canceled"
+	// CauseGarbage is a request admitted, charged and answered with status
+	// 200 and a body that is not an answer (Faults.Garbage).
+	CauseGarbage Cause = "garbage"
 	// CauseUnauthorized is a 401 for a missing, unknown or revoked key.
 	CauseUnauthorized Cause = "unauthorized"
 	// CauseUnknownModel is a 404 for a model the provider does not serve.
@@ -123,7 +126,19 @@ type Entry struct {
 	Usage Usage
 	// Direct marks traffic sent with FakeProvider.Spend, outside HTTP.
 	Direct bool
+	// ClientRequestID is the request's X-Client-Request-Id header (OpenAI's
+	// name for a client's own request id), at most MaxClientRequestID bytes
+	// of it; "" if it had none. A client that names each request there can
+	// match the record with its own calls.
+	ClientRequestID string
+	// BadHeaders marks an answer whose rate-limit headers were garbled
+	// (Faults.BadHeaders).
+	BadHeaders bool
 }
+
+// MaxClientRequestID is the most bytes of a request's X-Client-Request-Id
+// header the record keeps.
+const MaxClientRequestID = 512
 
 // Cost returns what e was charged in dimension d in all: Charged + Settled.
 func (e Entry) Cost(d Dimension) int64 { return e.Charged[d] + e.Settled[d] }
