@@ -131,3 +131,40 @@ func TestUngatedFailuresAreClassified(t *testing.T) {
 	_, err = an.Messages(ctx, activities.AnthropicMessagesRequest{Model: "claude-sonnet-4-5", Credential: "default", MaxTokens: 20, Messages: msgs})
 	assert.True(t, tgerrors.IsRateLimited(err), "%v", err)
 }
+
+// A provider that answers 200 with garbage (an HTML page, a truncated
+// answer, JSON null, another JSON object) fails the call with a retryable
+// Unknown or Transient error, never a panic and never an empty "answer".
+func TestGarbageAnswersAreFailures(t *testing.T) {
+	fp, err := testsuite.New(testsuite.Options{
+		Models: []testsuite.Model{
+			{Name: "gpt-4o-mini", Provider: testsuite.OpenAI},
+			{Name: "claude-sonnet-4-5", Provider: testsuite.Anthropic},
+		},
+		Seed:   5,
+		Faults: testsuite.Faults{Garbage: 1},
+	})
+	require.NoError(t, err)
+	defer fp.Close()
+	creds := activities.StaticCredentials{"default": testsuite.DefaultKey}
+	oa, err := activities.NewOpenAI(activities.OpenAIOptions{Credentials: creds, BaseURL: fp.OpenAIBaseURL()})
+	require.NoError(t, err)
+	an, err := activities.NewAnthropic(activities.AnthropicOptions{Credentials: creds, BaseURL: fp.AnthropicBaseURL()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	msgs := []activities.Message{{Role: "user", Content: "hello"}}
+	for i := range 24 {
+		var err error
+		if i%2 == 0 {
+			_, err = oa.Chat(ctx, activities.OpenAIChatRequest{Model: "gpt-4o-mini", Credential: "default", MaxTokens: 20, Messages: msgs})
+		} else {
+			_, err = an.Messages(ctx, activities.AnthropicMessagesRequest{Model: "claude-sonnet-4-5", Credential: "default", MaxTokens: 20, Messages: msgs})
+		}
+		var ae *temporal.ApplicationError
+		require.ErrorAs(t, err, &ae, "call %d", i)
+		assert.Contains(t, []string{tgerrors.TypeUnknown, tgerrors.TypeTransient}, ae.Type(), "call %d: %v", i, err)
+		assert.False(t, ae.NonRetryable(), "call %d", i)
+	}
+	assert.Equal(t, 24, fp.Report(testsuite.Scope{Key: testsuite.DefaultKey, Model: "gpt-4o-mini"}).ByCause[testsuite.CauseGarbage]+
+		fp.Report(testsuite.Scope{Key: testsuite.DefaultKey, Model: "claude-sonnet-4-5"}).ByCause[testsuite.CauseGarbage])
+}

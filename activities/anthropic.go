@@ -120,6 +120,11 @@ func (a *Anthropic) Messages(ctx context.Context, req AnthropicMessagesRequest) 
 	if err != nil {
 		return Result{}, providerError(ctx, capacity.Anthropic, err)
 	}
+	if msg == nil || (msg.ID == "" && msg.Type == "") {
+		// JSON that is not a message (null, another object): the answer is
+		// lost, as when the body does not parse.
+		return Result{}, providerError(ctx, capacity.Anthropic, malformedAnswer("anthropic messages", "a message"))
+	}
 	res := Result{
 		Model:        string(msg.Model),
 		FinishReason: string(msg.StopReason),

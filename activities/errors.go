@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -31,6 +32,15 @@ func providerError(ctx context.Context, p capacity.Provider, err error) error {
 func notSent(ctx context.Context, err error) error {
 	interceptor.SetReport(ctx, interceptor.Report{NotSent: true})
 	return err
+}
+
+// malformedAnswer is the error of a call whose provider answered with JSON
+// that is not an answer of its kind (want): the SDK decoded it without
+// complaint, but there is nothing to return. Like a body that does not
+// parse, it is an Unknown failure: retried, and counted by the gate (the
+// provider may have charged the call).
+func malformedAnswer(op, want string) error {
+	return fmt.Errorf("%s: the provider's answer is not %s", op, want)
 }
 
 func badRequest(msg string) error {

@@ -101,6 +101,11 @@ func (a *OpenAI) Chat(ctx context.Context, req OpenAIChatRequest) (Result, error
 	if err != nil {
 		return Result{}, providerError(ctx, capacity.OpenAI, err)
 	}
+	if out == nil || len(out.Choices) == 0 {
+		// JSON that is not a chat completion (null, another object): the
+		// answer is lost, as when the body does not parse.
+		return Result{}, providerError(ctx, capacity.OpenAI, malformedAnswer("openai chat", "a chat completion with a choice"))
+	}
 	res := Result{
 		Model: out.Model,
 		Usage: capacity.Usage{
@@ -112,10 +117,8 @@ func (a *OpenAI) Chat(ctx context.Context, req OpenAIChatRequest) (Result, error
 	if resp != nil {
 		res.Header = rateLimitHeaders(resp.Header)
 	}
-	if len(out.Choices) > 0 {
-		res.Text = out.Choices[0].Message.Content
-		res.FinishReason = out.Choices[0].FinishReason
-	}
+	res.Text = out.Choices[0].Message.Content
+	res.FinishReason = out.Choices[0].FinishReason
 	return res, nil
 }
 

@@ -64,7 +64,10 @@ func (g *gatedCall) admit(ctx context.Context) (capacity.Reservation, error) {
 		}
 		stopBeat := g.heartbeatDuring(ctx, false)
 		res, err = capacity.Wait(waitCtx, g.opts.Store, req, wo)
-		stopBeat()
+		// Not waiting for a heartbeat under way: while the Temporal server
+		// cannot be reached one takes up to the client's RPC timeout, and a
+		// lease just granted is renewed only once its call starts.
+		stopBeat(false)
 		cancel()
 		if b := left.Load(); b != nil && ctx.Err() == nil && !stopped.Load() {
 			why, _ := g.pool.leaves(*b)

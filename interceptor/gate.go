@@ -237,7 +237,7 @@ func (g *gatedCall) run(ctx context.Context, in *interceptor.ExecuteActivityInpu
 	// call ended: a slow store must not time out an attempt whose call is
 	// over (Temporal would run the call again).
 	stopBeat := g.heartbeatDuring(ctx, true)
-	defer stopBeat()
+	defer stopBeat(true)
 	lease = ka.stop()
 
 	report, reported := rep.get()

@@ -66,27 +66,27 @@ func (g *gatedCall) heartbeat(ctx context.Context) {
 
 // keepalive renews a lease and heartbeats while a call runs.
 type keepalive struct {
-	mu    sync.Mutex
-	lease capacity.Lease
-	quit  chan struct{}
-	done  chan struct{}
+	mu       sync.Mutex
+	lease    capacity.Lease
+	quit     chan struct{}
+	done     chan struct{}
+	stopBeat func(wait bool)
 }
 
 // startKeepalive renews the lease every third of its TTL and, where the
-// activity needs heartbeats, heartbeats every third of its timeout.
+// activity needs heartbeats, heartbeats every third of its timeout on a
+// goroutine of its own (heartbeatDuring): a heartbeat waits on the
+// Temporal server, as long as the client's RPC timeout (10 s by default)
+// while the server cannot be reached, and the lease of a call at the
+// provider must not lapse meanwhile (the store would give its slot away).
 func (g *gatedCall) startKeepalive(ctx context.Context, lease capacity.Lease) *keepalive {
 	k := &keepalive{lease: lease, quit: make(chan struct{}), done: make(chan struct{})}
+	k.stopBeat = g.heartbeatDuring(ctx, false)
 	renewEvery := g.opts.LeaseTTL / 3
-	beat := g.canHeartbeat(ctx)
-	every := renewEvery
-	if beat {
-		every = min(every, g.info.HeartbeatTimeout/3)
-	}
 	go func() {
 		defer close(k.done)
-		lastRenew := g.opts.Clock.Now()
 		for {
-			t := g.opts.Clock.NewTimer(every)
+			t := g.opts.Clock.NewTimer(renewEvery)
 			select {
 			case <-k.quit:
 				t.Stop()
@@ -96,31 +96,28 @@ func (g *gatedCall) startKeepalive(ctx context.Context, lease capacity.Lease) *k
 				return
 			case <-t.C():
 			}
-			if beat && g.canHeartbeat(ctx) {
-				g.heartbeat(ctx)
+			k.mu.Lock()
+			cur := k.lease
+			k.mu.Unlock()
+			renewed, err := g.opts.Store.Renew(context.WithoutCancel(ctx), cur, g.opts.LeaseTTL)
+			if err != nil {
+				g.logger(ctx).Warn("tollgate: lease renewal failed", "scope", g.scope.Key(), "error", err)
+				g.a.root.tel.leaseLost(ctx, g)
+				continue
 			}
-			if now := g.opts.Clock.Now(); now.Sub(lastRenew) >= renewEvery {
-				k.mu.Lock()
-				cur := k.lease
-				k.mu.Unlock()
-				renewed, err := g.opts.Store.Renew(context.WithoutCancel(ctx), cur, g.opts.LeaseTTL)
-				if err != nil {
-					g.logger(ctx).Warn("tollgate: lease renewal failed", "scope", g.scope.Key(), "error", err)
-					g.a.root.tel.leaseLost(ctx, g)
-				} else {
-					k.mu.Lock()
-					k.lease = renewed
-					k.mu.Unlock()
-					lastRenew = now
-				}
-			}
+			k.mu.Lock()
+			k.lease = renewed
+			k.mu.Unlock()
 		}
 	}()
 	return k
 }
 
-// stop ends the keepalive and returns the latest lease.
+// stop ends the keepalive and returns the latest lease. It does not wait
+// for a heartbeat under way: the caller heartbeats from then on
+// (heartbeatDuring).
 func (k *keepalive) stop() capacity.Lease {
+	k.stopBeat(false)
 	close(k.quit)
 	<-k.done
 	k.mu.Lock()
@@ -130,10 +127,13 @@ func (k *keepalive) stop() capacity.Lease {
 
 // heartbeatDuring heartbeats every third of the heartbeat timeout (first
 // at once, if now) until stop is called, for waits in which the activity
-// cannot heartbeat itself.
-func (g *gatedCall) heartbeatDuring(ctx context.Context, now bool) (stop func()) {
+// cannot heartbeat itself. stop(true) waits for a heartbeat under way to
+// return; stop(false) does not, for a caller whose lease must not wait on
+// the Temporal server (the heartbeat then ends on its own, with no other
+// after it).
+func (g *gatedCall) heartbeatDuring(ctx context.Context, now bool) (stop func(wait bool)) {
 	if !g.canHeartbeat(ctx) {
-		return func() {}
+		return func(bool) {}
 	}
 	if now {
 		g.heartbeat(ctx)
@@ -156,5 +156,11 @@ func (g *gatedCall) heartbeatDuring(ctx context.Context, now bool) (stop func())
 			}
 		}
 	}()
-	return func() { close(quit); <-done }
+	var once sync.Once
+	return func(wait bool) {
+		once.Do(func() { close(quit) })
+		if wait {
+			<-done
+		}
+	}
 }

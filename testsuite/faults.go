@@ -32,6 +32,19 @@ type Faults struct {
 	// SlowLatency is the extra latency of slow requests, on the provider's
 	// clock.
 	SlowLatency time.Duration
+	// Garbage is the share of admitted requests answered with status 200
+	// and a body that is not an answer: an HTML error page (as a proxy in
+	// front of the provider sends), the answer cut off halfway, the JSON
+	// literal null, or a JSON object of another shape, drawn in turn with
+	// equal odds. The provider charged them and produced the output; the
+	// client cannot read it. The record says CauseGarbage.
+	Garbage float64
+	// BadHeaders is the share of successful answers whose rate-limit
+	// headers (and retry-after and Date) are garbled: negative, not
+	// numbers, overflowing, a limit of 0 or 1, a reset in the past, a Date
+	// of 1970. The body is the real answer; the record marks
+	// Entry.BadHeaders.
+	BadHeaders float64
 }
 
 func (f Faults) validate() error {
@@ -42,6 +55,7 @@ func (f Faults) validate() error {
 		{"Overloaded", f.Overloaded}, {"ServerError", f.ServerError},
 		{"RateLimited", f.RateLimited}, {"NoRetryAfter", f.NoRetryAfter},
 		{"ConnReset", f.ConnReset}, {"Slow", f.Slow},
+		{"Garbage", f.Garbage}, {"BadHeaders", f.BadHeaders},
 	}
 	for _, s := range shares {
 		if !(s.v >= 0 && s.v <= 1) {
@@ -61,10 +75,13 @@ func (f *Faults) any() bool { return *f != Faults{} }
 
 // fault is what was drawn for one request.
 type fault struct {
-	early     Cause // CauseOverloaded, CauseServerError, CauseInjectedRateLimit or none
-	reset     bool
-	noRetry   bool
-	extraWait time.Duration
+	early      Cause // CauseOverloaded, CauseServerError, CauseInjectedRateLimit or none
+	reset      bool
+	noRetry    bool
+	extraWait  time.Duration
+	garbage    bool
+	kind       garbageKind // the garbage answer's kind
+	badHeaders bool
 }
 
 // faultSource draws faults; it is safe for concurrent use.
@@ -98,6 +115,14 @@ func (s *faultSource) draw(f *Faults) fault {
 	out.noRetry = n < f.NoRetryAfter
 	if w < f.Slow {
 		out.extraWait = f.SlowLatency
+	}
+	if f.Garbage > 0 || f.BadHeaders > 0 {
+		// Drawn only when asked for, so that the other faults of a seed
+		// come out as they did before these existed.
+		s.mu.Lock()
+		g, k, b := s.rng.Float64(), s.rng.IntN(int(numGarbageKinds)), s.rng.Float64()
+		s.mu.Unlock()
+		out.garbage, out.kind, out.badHeaders = g < f.Garbage, garbageKind(k), b < f.BadHeaders
 	}
 	return out
 }

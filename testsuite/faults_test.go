@@ -3,11 +3,13 @@ package testsuite_test
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/testsuite"
@@ -157,4 +159,65 @@ func TestCanceledRequestsAreChargedAndRecorded(t *testing.T) {
 	require.Equal(t, testsuite.CauseCanceled, e.Cause)
 	require.Equal(t, 0, e.Status)
 	require.Equal(t, int64(15), e.Charged[testsuite.Tokens])
+}
+
+func TestFaultGarbageIsChargedAndUnreadable(t *testing.T) {
+	fp, _ := start(t, testsuite.Limits{TokensPerMinute: 100_000}, testsuite.Limits{},
+		func(o *testsuite.Options) { o.Seed = 3; o.Faults = testsuite.Faults{Garbage: 1} })
+	c := openaiClient(fp)
+	kinds := map[string]int{}
+	for range 40 {
+		out, resp, err := chat(t, c, "hi", 10)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "text/html"):
+			kinds["html"]++
+		case err != nil && strings.Contains(err.Error(), "unexpected"):
+			kinds["truncated"]++
+		case err == nil && out == nil:
+			kinds["null"]++
+		case err == nil && len(out.Choices) == 0:
+			kinds["wrong shape"]++
+		default:
+			t.Fatalf("not garbage: %v %+v", err, out)
+		}
+		if resp != nil {
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+		}
+	}
+	require.Len(t, kinds, 4, "every kind of garbage: %v", kinds)
+	for _, e := range fp.Entries() {
+		require.Equal(t, testsuite.CauseGarbage, e.Cause)
+		require.Equal(t, http.StatusOK, e.Status)
+		require.True(t, e.Admitted, "garbage answers are charged")
+		require.Equal(t, int64(15), e.Charged[testsuite.Tokens])
+		require.Equal(t, int64(7), e.Usage.OutputTokens, "the output was produced")
+	}
+	r := fp.Report(scopeOf(gpt))
+	require.Equal(t, 40, r.ByCause[testsuite.CauseGarbage])
+}
+
+func TestFaultBadHeadersKeepTheAnswer(t *testing.T) {
+	fp, _ := start(t, testsuite.Limits{RequestsPerMinute: 100, TokensPerMinute: 100_000}, testsuite.Limits{},
+		func(o *testsuite.Options) { o.Faults = testsuite.Faults{BadHeaders: 1} })
+	out, resp, err := chat(t, openaiClient(fp), "hi", 10)
+	require.NoError(t, err)
+	require.Len(t, out.Choices, 1)
+	require.Equal(t, "Thu, 01 Jan 1970 00:00:00 GMT", resp.Header.Get("Date"))
+	require.NotEqual(t, "100", resp.Header.Get("x-ratelimit-limit-requests"))
+	require.NotEqual(t, "99", resp.Header.Get("x-ratelimit-remaining-requests"))
+	e := fp.Entries()[0]
+	require.True(t, e.BadHeaders)
+	require.Equal(t, testsuite.CauseNone, e.Cause)
+}
+
+func TestClientRequestIDIsRecorded(t *testing.T) {
+	fp, _ := start(t, testsuite.Limits{}, testsuite.Limits{})
+	c := openaiClient(fp)
+	_, err := c.Chat.Completions.New(t.Context(), chatParams(gpt), option.WithHeader("X-Client-Request-Id", "batch-7/call-3#2"))
+	require.NoError(t, err)
+	_, _, err = chat(t, c, "hi", 5)
+	require.NoError(t, err)
+	es := fp.Entries()
+	require.Equal(t, "batch-7/call-3#2", es[0].ClientRequestID)
+	require.Empty(t, es[1].ClientRequestID)
 }

@@ -42,6 +42,9 @@ const (
 	// CauseCanceled is a request whose client went away while it ran; it was
 	// charged.
 	CauseCanceled Cause = "canceled"
+	// CauseGarbage is a request admitted, charged and answered with status
+	// 200 and a body that is not an answer (Faults.Garbage).
+	CauseGarbage Cause = "garbage"
 	// CauseUnauthorized is a 401 for a missing, unknown or revoked key.
 	CauseUnauthorized Cause = "unauthorized"
 	// CauseUnknownModel is a 404 for a model the provider does not serve.
@@ -127,6 +130,14 @@ type Entry struct {
 	// Tag is the request's TagHeader as sent, cut to MaxTagLength bytes;
 	// empty if absent.
 	Tag string
+	// ClientRequestID is the request's X-Client-Request-Id header (OpenAI's
+	// name for a client's own request id), at most MaxClientRequestID bytes
+	// of it; "" if it had none. A client that names each request there can
+	// match the record with its own calls.
+	ClientRequestID string
+	// BadHeaders marks an answer whose rate-limit headers were garbled
+	// (Faults.BadHeaders).
+	BadHeaders bool
 }
 
 // TagHeader is the request header the record keeps as Entry.Tag: a test's
@@ -146,6 +157,10 @@ func tagOf(h http.Header) string {
 	}
 	return tag
 }
+
+// MaxClientRequestID is the most bytes of a request's X-Client-Request-Id
+// header the record keeps.
+const MaxClientRequestID = 512
 
 // Cost returns what e was charged in dimension d in all: Charged + Settled.
 func (e Entry) Cost(d Dimension) int64 { return e.Charged[d] + e.Settled[d] }

@@ -88,6 +88,9 @@ func (p *FakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // admission, latency and settlement, and records it.
 func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect) {
 	e := Entry{Seq: p.seq.Add(1), Provider: dl.provider(), Arrival: p.clock.Now(), Tag: tagOf(r.Header)}
+	if id := r.Header.Get("X-Client-Request-Id"); id != "" {
+		e.ClientRequestID = id[:min(len(id), MaxClientRequestID)]
+	}
 	fail := func(f failure, sn *snapshot) {
 		if sn != nil {
 			dl.rateHeaders(w.Header(), sn)
@@ -174,10 +177,23 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect)
 		p.record(&e, 0, CauseConnReset)
 		resetConn(w)
 	default:
+		ans := &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking}
+		if flt.garbage {
+			p.record(&e, http.StatusOK, CauseGarbage)
+			writeGarbage(w, flt.kind, e.Seq, func(h http.Header) {
+				dl.rateHeaders(h, &sn)
+				setDate(h, done)
+			}, func(w http.ResponseWriter) { dl.writeAnswer(w, e.Seq, ans) })
+			return
+		}
+		e.BadHeaders = flt.badHeaders
 		p.record(&e, http.StatusOK, CauseNone)
 		dl.rateHeaders(w.Header(), &sn)
 		setDate(w.Header(), done)
-		dl.writeAnswer(w, e.Seq, &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking})
+		if flt.badHeaders {
+			garbleHeaders(w.Header(), e.Seq)
+		}
+		dl.writeAnswer(w, e.Seq, ans)
 	}
 }
 

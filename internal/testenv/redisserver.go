@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,10 +53,19 @@ func StartRedisServer(tb testing.TB, port string, args ...string) *RedisServer {
 // Addr is the server's host:port.
 func (r *RedisServer) Addr() string { return "127.0.0.1:" + r.Port }
 
-// Kill stops the server with SIGKILL: nothing is saved.
+// Kill stops the server with SIGKILL: nothing is saved. A paused server is
+// killed too.
 func (r *RedisServer) Kill() {
 	if r.cmd.ProcessState == nil {
 		_ = r.cmd.Process.Kill()
 		_ = r.cmd.Wait()
 	}
 }
+
+// Pause stops the server with SIGSTOP: it keeps its connections and data
+// but answers nothing (as a server stalled by the host does) until Resume.
+func (r *RedisServer) Pause() error { return r.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT: it then serves what its
+// clients sent meanwhile.
+func (r *RedisServer) Resume() error { return r.cmd.Process.Signal(syscall.SIGCONT) }
