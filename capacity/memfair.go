@@ -29,7 +29,7 @@ type fairState struct {
 	// keyed is set by the first keyed call since the scope was at rest;
 	// fairStartUntil (µs) ends the gathering it opened at fairStartFrom
 	// (Request.FairStart).
-	keyed                        bool
+	keyed                         bool
 	fairStartFrom, fairStartUntil int64
 }
 
