@@ -9,8 +9,9 @@
 // (with Temporal's priority matcher, devserver.PriorityMatcher), scheduled
 // with workflows.CallModel (class Bulk or Interactive), gated by the tollgate
 // plugin with each tenant as the call's fairness key (interceptor.Call
-// FairnessKey, from the activity input's TollgateCall) and the weights in
-// interceptor.Options.Fairness, and sent through the official OpenAI SDK to
+// FairnessKey, from the activity input's TollgateCall), the weights in
+// interceptor.Options.Fairness and a FairStart of 500 ms (the tenants'
+// first calls gather and share the first burst), and sent through the official OpenAI SDK to
 // the testsuite's fake provider: one scope, OpenAI's accounting (prompt +
 // max_tokens charged at admission), 900,000 tokens and 3,000 requests a
 // minute enforced in 5 s buckets. Each worker has room for every call of
