@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,20 +35,47 @@ func StartRedisServer(tb testing.TB, port string, args ...string) *RedisServer {
 		}
 		tb.Skip("redis-server not found")
 	}
-	if port == "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(tb, err)
-		port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		require.NoError(tb, l.Close())
+	auto := port == ""
+	for attempt := 1; ; attempt++ {
+		if auto {
+			port = freePort(tb)
+		}
+		cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir()}, args...)...)
+		require.NoError(tb, cmd.Start())
+		r := &RedisServer{Port: port, cmd: cmd}
+		if r.answers(20 * time.Second) {
+			tb.Cleanup(r.Kill)
+			return r
+		}
+		r.Kill()
+		// A free port may be taken by another test's server between the
+		// check and the start: try another.
+		if !auto || attempt == 3 {
+			tb.Fatalf("redis-server did not start on port %s", port)
+		}
 	}
-	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tb.TempDir()}, args...)...)
-	require.NoError(tb, cmd.Start())
-	r := &RedisServer{Port: port, cmd: cmd}
-	tb.Cleanup(r.Kill)
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+}
+
+// freePort returns a loopback port free at the moment of asking.
+func freePort(tb testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// answers reports whether the server answers within d, and is this
+// process (not another test's server that took the port first).
+func (r *RedisServer) answers(d time.Duration) bool {
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
 	defer rdb.Close()
-	require.Eventually(tb, func() bool { return rdb.Ping(context.Background()).Err() == nil }, 10*time.Second, 10*time.Millisecond, "redis-server did not start")
-	return r
+	mine := "process_id:" + strconv.Itoa(r.cmd.Process.Pid) + "\r\n"
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if info, err := rdb.Info(context.Background(), "server").Result(); err == nil {
+			return strings.Contains(info, mine)
+		}
+	}
+	return false
 }
 
 // Addr is the server's host:port.
