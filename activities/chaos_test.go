@@ -529,8 +529,8 @@ func (r *chaosRun) check(outcomes []ChaosOutcome, kill *chaosKill, failing func(
 }
 
 // killVictim waits (within chaosBound) for a worker process that holds at
-// least two leases and has two requests at the provider, or one of each
-// after 10 s, and returns it.
+// least two leases and has sent two requests to the provider in the last
+// third of a call's latency, or one of each after 10 s, and returns it.
 func (r *chaosRun) killVictim() *chaosProc {
 	r.t.Helper()
 	deadline := time.Now().Add(chaosBound)
@@ -541,7 +541,16 @@ func (r *chaosRun) killVictim() *chaosProc {
 		}
 		for _, p := range r.procs {
 			open, held := openRequests(p.events(r.t))
-			if len(open) >= want && len(held) >= want {
+			// Requests sent just now: a call lasts chaosLatency at the
+			// provider, so they are still there when the kill lands
+			// (one sent earlier may be answered in between).
+			fresh := 0
+			for _, e := range open {
+				if time.Since(e.At) < chaosLatency/3 {
+					fresh++
+				}
+			}
+			if fresh >= want && len(held) >= want {
 				return p
 			}
 		}
