@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/signal"
 
+	"github.com/tollgate-dev/tollgate/internal/workerproc"
+
 	"github.com/tollgate-dev/tollgate/testsuite/devserver"
 )
 
 func main() {
-	if spec, ok := workerArg(os.Args[1:]); ok {
+	if spec, ok := workerproc.Arg(os.Args[1:]); ok {
 		if err := workerMain(spec); err != nil {
 			log.Fatalln("worker:", err)
 		}

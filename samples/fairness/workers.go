@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/workerproc"
 
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
@@ -97,29 +95,7 @@ func startWorkers(ctx context.Context, env *Env, spec workerSpec, workers int) (
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	spec.Redis, spec.Prefix = env.Redis, "fairness-"+hex.EncodeToString(b[:])
-	arg, err := json.Marshal(spec)
-	if err != nil {
-		return nil, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	var procs []*workerProcess
-	stop = func() {
-		for _, p := range procs {
-			p.stop()
-		}
-	}
-	for range workers {
-		p, err := startWorkerProcess(ctx, exe, string(arg))
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		procs = append(procs, p)
-	}
-	return stop, nil
+	return workerproc.Start(ctx, workers, spec)
 }
 
 // pingRedis reports why Redis at addr cannot be used, or nil.
@@ -132,81 +108,6 @@ func pingRedis(ctx context.Context, addr string) error {
 		return fmt.Errorf("no Redis at %s: %w", addr, err)
 	}
 	return nil
-}
-
-// workerFlag is the hidden flag that makes the program a worker process of
-// the Redis mode; its value is the workerSpec as JSON.
-const workerFlag = "-worker"
-
-// ready is the line a worker process prints once its worker polls.
-const ready = "ready"
-
-// workerArg returns the workerSpec JSON of a worker process's arguments;
-// ok is false for any other arguments.
-func workerArg(args []string) (spec string, ok bool) {
-	if len(args) == 2 && args[0] == workerFlag {
-		return args[1], true
-	}
-	return "", false
-}
-
-// workerProcess is one running worker process.
-type workerProcess struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-}
-
-// startWorkerProcess runs exe as a worker process and waits until it
-// polls.
-func startWorkerProcess(ctx context.Context, exe, spec string) (*workerProcess, error) {
-	cmd := exec.Command(exe, workerFlag, spec)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &workerProcess{cmd: cmd, stdin: stdin}
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		s.Scan()
-		line <- s.Text()
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l := <-line:
-		if l == ready {
-			return p, nil
-		}
-		err = fmt.Errorf("worker process %d did not start", cmd.Process.Pid)
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-time.After(time.Minute):
-		err = fmt.Errorf("worker process %d did not start within a minute", cmd.Process.Pid)
-	}
-	p.stop()
-	return nil, err
-}
-
-// stop closes the process's standard input, on which it exits, and waits
-// for it, killing it after 10 s.
-func (p *workerProcess) stop() {
-	_ = p.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
 }
 
 // workerMain is a worker process: the run's worker on a redisstore, until
@@ -239,7 +140,6 @@ func workerMain(specJSON string) error {
 		return err
 	}
 	defer w.Stop()
-	fmt.Println(ready)
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	workerproc.Serve()
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/workerproc"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +32,7 @@ const (
 // TestMain makes the test binary a tollgate-redis worker process when it is
 // re-executed as one.
 func TestMain(m *testing.M) {
-	if spec, ok := workerArg(os.Args[1:]); ok {
+	if spec, ok := workerproc.Arg(os.Args[1:]); ok {
 		if err := workerMain(spec); err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			os.Exit(1)

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/workerproc"
 
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
@@ -23,22 +21,6 @@ import (
 
 // redisWorkers is how many worker processes tollgate-redis runs.
 const redisWorkers = 4
-
-// workerFlag is the hidden flag that makes the program a tollgate-redis
-// worker process; its value is the workerSpec as JSON.
-const workerFlag = "-worker"
-
-// ready is the line a worker process prints once its worker polls.
-const ready = "ready"
-
-// workerArg returns the workerSpec JSON of a worker process's arguments
-// (workerFlag, value); ok is false for any other arguments.
-func workerArg(args []string) (spec string, ok bool) {
-	if len(args) == 2 && args[0] == workerFlag {
-		return args[1], true
-	}
-	return "", false
-}
 
 // pingRedis reports why Redis at addr cannot be used, or nil.
 func pingRedis(ctx context.Context, addr string) error {
@@ -65,87 +47,7 @@ func startRedisWorkers(ctx context.Context, env *Env, spec workerSpec) (stop fun
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	spec.Redis, spec.Prefix = env.Redis, "goodput-"+hex.EncodeToString(b[:])
-	arg, err := json.Marshal(spec)
-	if err != nil {
-		return nil, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	var procs []*workerProcess
-	stop = func() {
-		for _, p := range procs {
-			p.stop()
-		}
-	}
-	for range redisWorkers {
-		p, err := startWorkerProcess(ctx, exe, string(arg))
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		procs = append(procs, p)
-	}
-	return stop, nil
-}
-
-// workerProcess is one running tollgate-redis worker process.
-type workerProcess struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-}
-
-func startWorkerProcess(ctx context.Context, exe, spec string) (*workerProcess, error) {
-	cmd := exec.Command(exe, workerFlag, spec)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &workerProcess{cmd: cmd, stdin: stdin}
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		s.Scan()
-		line <- s.Text()
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l := <-line:
-		if l == ready {
-			return p, nil
-		}
-		p.stop()
-		return nil, fmt.Errorf("worker process %d did not start", cmd.Process.Pid)
-	case <-ctx.Done():
-		p.stop()
-		return nil, ctx.Err()
-	case <-time.After(time.Minute):
-		p.stop()
-		return nil, fmt.Errorf("worker process %d did not start within a minute", cmd.Process.Pid)
-	}
-}
-
-// stop closes the process's standard input and waits for it to exit,
-// killing it after 10 s.
-func (p *workerProcess) stop() {
-	_ = p.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
+	return workerproc.Start(ctx, redisWorkers, spec)
 }
 
 // workerMain is a tollgate-redis worker process: the tollgate plugin on a
@@ -180,7 +82,6 @@ func workerMain(specJSON string) error {
 		return err
 	}
 	defer w.Stop()
-	fmt.Println(ready)
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	workerproc.Serve()
 	return nil
 }
