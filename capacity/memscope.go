@@ -65,6 +65,9 @@ type scopeState struct {
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.
 	cut float64
+	// reportHeld is, per bucket, until when (µs) the level a provider's
+	// report set holds against lower reports (ReportHold).
+	reportHeld [numBuckets]int64
 }
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {
@@ -551,11 +554,15 @@ func boundReported(reported, cfg int64) int64 {
 // as down: the provider's bucket (level + booked) becomes the remaining
 // minus what was granted after the observed request left (and, where the
 // remaining does not count calls in flight, minus what the leases granted
-// before it and still live hold), at most the bucket's ceiling. It follows the report up only where
-// the report is of the configured budget (follows). Booked tickets then
-// follow the new levels (retime). Reset values are never used as rates.
+// before it and still live hold) and minus the safety margin's headroom, at
+// most the bucket's ceiling. It follows the report up only where the
+// report is of the configured budget (follows), and down only ReportHold
+// after the last report it followed (or when the report lowered a limit).
+// Booked tickets then follow the new levels (retime). Reset values are
+// never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
-	changed := m.lowerLimits(o, now)
+	limited := m.lowerLimits(o, now)
+	changed := limited
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if !od.HasRemaining || !m.budgets[d].Limited {
@@ -577,11 +584,17 @@ func (m *memScope) observe(o Observation, now time.Time) {
 			}
 		}
 		// The provider's bucket holds what booked tickets will claim:
-		// what a new call may take is the rest.
-		level := math.Min(float64(od.Remaining)-since, m.ceiling(d)) - m.booked[d]
+		// what a new call may take is the rest, less the safety margin's
+		// part of the bucket (headroom).
+		level := math.Min(float64(od.Remaining)-since-m.headroom(d), m.ceiling(d)) - m.booked[d]
 		if !m.follows(od, d) {
 			level = math.Min(level, m.level[d])
 		}
+		t := now.UnixMicro()
+		if level < m.level[d] && t < m.reportHeld[d] && !limited {
+			continue // a recent report said more (ReportHold)
+		}
+		m.reportHeld[d] = t + ReportHold.Microseconds()
 		if math.Abs(level-m.level[d]) > RetimeMove*m.budgets[d].Capacity {
 			changed = true // tickets move only for a report that moves them more than a trifle
 		}
@@ -591,6 +604,17 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		m.retime(now)
 	}
 }
+
+// ReportHold is how long the level a provider's report set holds against
+// reports that would lower it. A report's remaining may count calls that
+// left after the observed one (a provider that reports its bucket when it
+// answers counts every call that arrived meanwhile), and the store cannot
+// tell those from calls still on their way: discounting them all makes a
+// report of a busy moment far too low. Among the reports of a short
+// while, the highest is the closest, and the level follows it; a provider
+// that really has less (another client on the key) lowers it ReportHold
+// later.
+const ReportHold = time.Second
 
 // RetimeMove is the least change of a bucket's level, as a fraction of its
 // capacity, that makes a provider's report move booked tickets (retime):
@@ -606,6 +630,16 @@ const RetimeMove = 0.01
 func (m *memScope) follows(od DimensionObservation, d int) bool {
 	cfg := m.limits.Limit(Dimension(d))
 	return od.HasLimit && od.Limit > 0 && (cfg == 0 || od.Limit <= cfg)
+}
+
+// headroom is what bucket d's level keeps below a provider's reported
+// remaining: the safety margin's part of the bucket, (1 − SafetyMargin) ×
+// capacity. Estimates of what a call will be charged err by a little, and a
+// burst sized to the provider's whole remaining would be refused for it; a
+// bucket kept that much short of empty still refills at the provider's
+// full rate.
+func (m *memScope) headroom(d int) float64 {
+	return (1 - m.limits.margin()) * m.budgets[d].Capacity
 }
 
 // ceiling is the most a provider's report may raise bucket d to: its

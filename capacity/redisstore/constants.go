@@ -25,7 +25,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "4.0"
+const scriptVersion = "4.1"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -99,10 +99,6 @@ func luaConstants() []luaConstant {
 	for _, d := range capacity.Dimensions() {
 		dims[d] = d.String()
 	}
-	classNames, classRanks := map[int]string{}, map[int]int{}
-	for _, c := range capacity.Classes() {
-		classNames[int(c)], classRanks[int(c)] = c.String(), c.Rank()
-	}
 	return []luaConstant{
 		{"STATE_FORMAT", stateFormat, "the format of a stored scope state (constants.go: stateFormat)"},
 		{"SCRIPT_VERSION", scriptVersion, "this version of the scripts (constants.go: scriptVersion)"},
@@ -117,11 +113,10 @@ func luaConstants() []luaConstant {
 		{"IN_FLIGHT", int(capacity.InFlight) + 1, "the in-flight slots"},
 		{"DIMENSIONS", dims, "dimension names by index (capacity.Dimension.String)"},
 		{"NCLASSES", len(capacity.Classes()), "classes: 0 .. NCLASSES - 1 (capacity.Class)"},
-		{"CLASS_NAMES", classNames, "class names (capacity.Class.String)"},
-		{"CLASS_RANKS", classRanks, "class ranks (capacity.Class.Rank): a higher rank may borrow what lower ranks booked"},
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
 		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
 		{"RETIME_MOVE", capacity.RetimeMove, "capacity.RetimeMove"},
+		{"REPORT_HOLD", capacity.ReportHold.Microseconds(), "capacity.ReportHold (µs)"},
 		{"MAX_FAIR_START", capacity.MaxFairStart.Microseconds(), "capacity.MaxFairStart (µs)"},
 		{"VIRTUAL_LOG_STEP", capacity.VirtualLogStep.Microseconds(), "capacity.VirtualLogStep (µs)"},
 		{"VIRTUAL_LOG_LENGTH", capacity.VirtualLogLength, "capacity.VirtualLogLength"},

@@ -40,10 +40,49 @@ var followCases = []Case{
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 1000, h.level(capacity.Tokens), 1e-9)
+		h.clock.Advance(capacity.ReportHold) // refills 1000
 		o = reported(capacity.Tokens, 600000, 500)
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-9, "it lowers it")
+	}},
+	{"RecentHigherReportHoldsAgainstLowerOnes", func(h *harness) {
+		// A provider that reports its bucket when it answers counts calls
+		// sent after the observed one: of the reports of a burst, the
+		// highest is the closest.
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // capacity 5000
+		first := h.grant(h.req(l, tokens(1000, 0)))
+		second := h.grant(h.req(l, tokens(1000, 0)))
+		o := reported(capacity.Tokens, 60000, 2500) // second's answer: both counted
+		o.Mark = second.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 2500, h.level(capacity.Tokens), 1e-9)
+		o = reported(capacity.Tokens, 60000, 2500) // first's, answered later: second counted twice
+		o.Mark = first.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 2500, h.level(capacity.Tokens), 1e-9, "held")
+		o = reported(capacity.Tokens, 60000, 4000) // higher: followed at once
+		o.Mark = second.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 4000, h.level(capacity.Tokens), 1e-9)
+
+		h.clock.Advance(capacity.ReportHold)      // refills to 5000
+		o = reported(capacity.Tokens, 60000, 300) // another client spent it
+		o.Mark = second.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-9, "lowered after the hold")
+	}},
+	{"ReportKeepsTheSafetyMarginsHeadroom", func(h *harness) {
+		// The default margin, 0.95: the bucket holds 4750 of the provider's
+		// 5000, and a report of a full bucket leaves the margin's part of
+		// it (237.5) unspent, for estimates that err low.
+		l := capacity.Limits{TokensPerMinute: 60000, Burst: 5 * time.Second}
+		le := h.grant(h.req(l, tokens(1000, 0)))
+		require.NoError(h.t, h.store.Settle(h.ctx, le, le.Charges))
+		o := reported(capacity.Tokens, 60000, 5000)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 5000-0.05*4750, h.level(capacity.Tokens), 1e-9)
 	}},
 	{"RemainingExcludingCallsInFlightDiscountsThem", func(h *harness) {
 		l := capacity.Limits{OutputTokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Minute}

@@ -20,7 +20,7 @@ func TestShortFairness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	srv := devserver.StartForTest(t, devserver.PriorityMatcher...)
+	srv := devserver.StartForTest(t, devserver.FairnessMatcher...)
 	env := &Env{Client: srv.Client(), HostPort: srv.FrontendHostPort(), Namespace: "default", Workers: 1, Log: logWriter{t}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -55,7 +55,7 @@ func run(o Options, redis string, workers int, jsonOut bool, csvPath string) err
 	defer stop()
 	log.Println("starting a Temporal dev server...")
 	// Priority-aware matching: interactive activity tasks go before bulk ones.
-	srv, err := devserver.StartWith(ctx, nil, devserver.PriorityMatcher...)
+	srv, err := devserver.StartWith(ctx, nil, devserver.FairnessMatcher...)
 	if err != nil {
 		return err
 	}

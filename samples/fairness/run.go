@@ -96,7 +96,7 @@ func Run(ctx context.Context, env *Env, o Options) (Result, error) {
 	}()
 	start := func(t Tenant) error {
 		run, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-" + t.Name, TaskQueue: queue},
-			TenantWorkflow, TenantRun{Workload: plan.Workload, Tenant: t.Name, Calls: t.Calls})
+			TenantWorkflow, TenantRun{Workload: plan.Workload, Tenant: t.Name, Weight: t.Weight, Calls: t.Calls})
 		if err != nil {
 			return err
 		}

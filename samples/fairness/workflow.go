@@ -81,8 +81,9 @@ func (t tagTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func Tag(tenant string, i int) string { return fmt.Sprintf("%s/%d", tenant, i) }
 
 // call runs call i of tenant (the stream's if tenant is Interactive) through
-// workflows.CallModel, which states its class.
-func call(ctx workflow.Context, w Workload, tenant string, i int) error {
+// workflows.CallModel, which states its class; weight is the tenant's
+// weight (interceptor.Options.Fairness), 0 for the stream.
+func call(ctx workflow.Context, w Workload, tenant string, weight float64, i int) error {
 	c := w.Call(tenant, i)
 	req := ChatRequest{
 		OpenAIChatRequest: activities.OpenAIChatRequest{
@@ -97,14 +98,20 @@ func call(ctx workflow.Context, w Workload, tenant string, i int) error {
 		class, req.Tenant = capacity.Interactive, ""
 	}
 	var res activities.Result
-	_, err := workflows.CallModel(ctx, workflows.Options{}, class, []workflows.Call{{Activity: "TenantChat", Input: req}}, &res)
+	// The tenant's key and weight reach Temporal's matching too, so the
+	// tenants' backlogs reach the workers by weight, as the gate shares
+	// the scope.
+	opts := workflows.Options{FairnessKey: req.Tenant, FairnessWeight: float32(weight)}
+	_, err := workflows.CallModel(ctx, opts, class, []workflows.Call{{Activity: "TenantChat", Input: req}}, &res)
 	return err
 }
 
-// TenantRun is TenantWorkflow's input: whose backlog, how many calls.
+// TenantRun is TenantWorkflow's input: whose backlog, at what weight, how
+// many calls.
 type TenantRun struct {
 	Workload Workload
 	Tenant   string
+	Weight   float64
 	Calls    int
 }
 
@@ -131,7 +138,7 @@ func TenantWorkflow(ctx workflow.Context, r TenantRun) (Progress, error) {
 		wg.Add(1)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
-			if err := call(ctx, r.Workload, r.Tenant, i); err != nil {
+			if err := call(ctx, r.Workload, r.Tenant, r.Weight, i); err != nil {
 				p.Failed++
 				return
 			}
@@ -153,7 +160,7 @@ type InteractiveResult struct {
 // InteractiveWorkflow makes interactive call i. The stream is paced by the
 // starter: Temporal timers fire on whole seconds, too coarse a tick.
 func InteractiveWorkflow(ctx workflow.Context, w Workload, i int) (InteractiveResult, error) {
-	err := call(ctx, w, Interactive, i)
+	err := call(ctx, w, Interactive, 0, i)
 	return InteractiveResult{Done: workflow.Now(ctx), Failed: err != nil}, nil
 }
 

@@ -69,6 +69,15 @@ func Start(ctx context.Context, logger log.Logger) (*sdktestsuite.DevServer, err
 // matching.useNewMatcher).
 var PriorityMatcher = []string{"--dynamic-config-value", "matching.useNewMatcher=true"}
 
+// FairnessMatcher is PriorityMatcher with Temporal's task-queue fairness
+// on (dynamic config matching.enableFairness): activity tasks of the same
+// priority are dispatched by their fairness key (temporal.Priority,
+// which workflows.CallModel sets from Options.FairnessKey) in turn, so a
+// tenant whose backlog was scheduled first does not reach the workers
+// before every other's.
+var FairnessMatcher = append(PriorityMatcher[:len(PriorityMatcher):len(PriorityMatcher)],
+	"--dynamic-config-value", "matching.enableFairness=true")
+
 // StartWith is Start with extra arguments for the dev server, such as
 // PriorityMatcher.
 func StartWith(ctx context.Context, logger log.Logger, args ...string) (*sdktestsuite.DevServer, error) {

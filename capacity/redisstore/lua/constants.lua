@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "4.0"
+local SCRIPT_VERSION = "4.1"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -23,16 +23,14 @@ local IN_FLIGHT = 7
 local DIMENSIONS = {"requests", "input_tokens", "output_tokens", "tokens", "requests_per_day", "tokens_per_day", "in_flight"}
 -- classes: 0 .. NCLASSES - 1 (capacity.Class)
 local NCLASSES = 3
--- class names (capacity.Class.String)
-local CLASS_NAMES = {[0] = "standard", [1] = "interactive", [2] = "bulk"}
--- class ranks (capacity.Class.Rank): a higher rank may borrow what lower ranks booked
-local CLASS_RANKS = {[0] = 1, [1] = 2, [2] = 0}
 -- class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)
 local NRANKS = 8
 -- capacity.MaxIdleFlows
 local MAX_IDLE_FLOWS = 1024
 -- capacity.RetimeMove
 local RETIME_MOVE = 0.01
+-- capacity.ReportHold (µs)
+local REPORT_HOLD = 1000000
 -- capacity.MaxFairStart (µs)
 local MAX_FAIR_START = 5000000
 -- capacity.VirtualLogStep (µs)

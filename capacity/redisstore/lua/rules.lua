@@ -771,11 +771,17 @@ end
 -- as down: the provider's bucket (level + booked) becomes the remaining
 -- minus what was granted after the observed request left (and, where the
 -- remaining does not count calls in flight, minus what the leases granted
--- before it and still live hold), at most the bucket's ceiling. It follows the report up only where
--- the report is of the configured budget (follows). Booked tickets then
--- follow the new levels (retime). Reset values are never used as rates.
+-- before it and still live hold) and minus the safety margin's headroom, at
+-- most the bucket's ceiling. It follows the report up only where the report
+-- is of the configured budget (follows), and down only REPORT_HOLD after
+-- the last report it followed (or when the report lowered a limit). Booked
+-- tickets then follow the new levels (retime). Reset values are never used
+-- as rates.
 local function observe(o)
-  local changed = lowerLimits(o)
+  local limited = lowerLimits(o)
+  local changed = limited
+  local margin = S.margin
+  if margin == 0 then margin = DEFAULT_MARGIN end
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
       local since = 0
@@ -789,11 +795,17 @@ local function observe(o)
         end
       end
       -- The provider's bucket holds what booked tickets will claim: what
-      -- a new call may take is the rest.
-      local level = min(o.remaining[d] - since, ceiling(d)) - S.booked[d]
+      -- a new call may take is the rest, less the safety margin's part of
+      -- the bucket, (1 - margin) x capacity (memScope.headroom).
+      local level = min(o.remaining[d] - since - (1 - margin) * S.capacity[d], ceiling(d)) - S.booked[d]
       if not follows(o, d) then level = min(level, S.level[d]) end
-      if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
-      S.level[d] = level
+      -- A lower report within REPORT_HOLD of the last one applied changes
+      -- nothing: a recent report said more (capacity.ReportHold).
+      if not (level < S.level[d] and NOW < S.report_held[d] and not limited) then
+        S.report_held[d] = NOW + REPORT_HOLD
+        if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
+        S.level[d] = level
+      end
     end
   end
   if changed then retime() end
