@@ -65,9 +65,17 @@ type scopeState struct {
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.
 	cut float64
-	// reportHeld is, per bucket, until when (µs) the level a provider's
-	// report set holds against lower reports (ReportHold).
-	reportHeld [numBuckets]int64
+	// best is, per bucket, the best recent provider report (ReportHold).
+	best [numBuckets]bestReport
+}
+
+// bestReport is the best of a bucket's recent provider reports: the
+// provider's bucket (level + booked) it implied, when (µs), and the grant
+// history then.
+type bestReport struct {
+	bucket  float64
+	at      int64
+	granted float64
 }
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {
@@ -555,9 +563,9 @@ func boundReported(reported, cfg int64) int64 {
 // minus what was granted after the observed request left (and, where the
 // remaining does not count calls in flight, minus what the leases granted
 // before it and still live hold) and minus the safety margin's headroom, at
-// most the bucket's ceiling. It follows the report up only where the
-// report is of the configured budget (follows), and down only ReportHold
-// after the last report it followed (or when the report lowered a limit).
+// most the bucket's ceiling, or the best report of the last ReportHold
+// brought forward if that is more (recentBest). It follows the report up
+// only where the report is of the configured budget (follows).
 // Booked tickets then follow the new levels (retime). Reset values are
 // never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
@@ -586,15 +594,11 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		// The provider's bucket holds what booked tickets will claim:
 		// what a new call may take is the rest, less the safety margin's
 		// part of the bucket (headroom).
-		level := math.Min(float64(od.Remaining)-since-m.headroom(d), m.ceiling(d)) - m.booked[d]
+		bucket := m.recentBest(d, math.Min(float64(od.Remaining)-since-m.headroom(d), m.ceiling(d)), limited, now)
+		level := bucket - m.booked[d]
 		if !m.follows(od, d) {
 			level = math.Min(level, m.level[d])
 		}
-		t := now.UnixMicro()
-		if level < m.level[d] && t < m.reportHeld[d] && !limited {
-			continue // a recent report said more (ReportHold)
-		}
-		m.reportHeld[d] = t + ReportHold.Microseconds()
 		if math.Abs(level-m.level[d]) > RetimeMove*m.budgets[d].Capacity {
 			changed = true // tickets move only for a report that moves them more than a trifle
 		}
@@ -605,16 +609,35 @@ func (m *memScope) observe(o Observation, now time.Time) {
 	}
 }
 
-// ReportHold is how long the level a provider's report set holds against
-// reports that would lower it. A report's remaining may count calls that
-// left after the observed one (a provider that reports its bucket when it
-// answers counts every call that arrived meanwhile), and the store cannot
-// tell those from calls still on their way: discounting them all makes a
-// report of a busy moment far too low. Among the reports of a short
-// while, the highest is the closest, and the level follows it; a provider
-// that really has less (another client on the key) lowers it ReportHold
-// later.
+// ReportHold is how long the best of a bucket's provider reports stands
+// against lower ones. A report's remaining may count calls that left after
+// the observed one (a provider that reports its bucket when it answers
+// counts every call that arrived meanwhile), and the store cannot tell
+// those from calls still on their way: discounting them all makes a report
+// of a busy moment far too low. Among the reports of a short while, the
+// highest is the closest: the level follows the best report of the last
+// ReportHold, brought forward by its refill and by what was granted since
+// (recentBest). A provider that really has less (another client on the
+// key) lowers the level ReportHold later.
 const ReportHold = time.Second
+
+// recentBest returns the provider's bucket that bucket d's report of bucket
+// implies at now: bucket itself, or the best report of the last ReportHold
+// brought forward (refilled at the bucket's rate, up to its capacity or
+// the report if more, less what was granted since) if that is more. A report that lowered a limit
+// (limited) stands on its own. It records the report if it is the best.
+func (m *memScope) recentBest(d int, bucket float64, limited bool, now time.Time) float64 {
+	t, b := now.UnixMicro(), m.best[d]
+	if !limited && b.at != 0 && t-b.at < ReportHold.Microseconds() {
+		dt := (time.Duration(t-b.at) * time.Microsecond).Seconds()
+		top := math.Max(m.budgets[d].Capacity, b.bucket) // a refill fills no more than a bucket
+		if then := math.Min(top, b.bucket+m.rate(d)*dt) - (m.granted[d] - b.granted); then > bucket {
+			return then
+		}
+	}
+	m.best[d] = bestReport{bucket: bucket, at: t, granted: m.granted[d]}
+	return bucket
+}
 
 // RetimeMove is the least change of a bucket's level, as a fraction of its
 // capacity, that makes a provider's report move booked tickets (retime):

@@ -65,10 +65,18 @@ var followCases = []Case{
 		o.Mark = second.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 4000, h.level(capacity.Tokens), 1e-9)
+		// The best report is brought forward: its refill, less what was
+		// granted since.
+		third := h.grant(h.req(l, tokens(500, 0)))
+		h.clock.Advance(100 * time.Millisecond)
+		o = reported(capacity.Tokens, 60000, 2000)
+		o.Mark = first.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 4000+100-500, h.level(capacity.Tokens), 1e-9)
 
 		h.clock.Advance(capacity.ReportHold)      // refills to 5000
 		o = reported(capacity.Tokens, 60000, 300) // another client spent it
-		o.Mark = second.Mark
+		o.Mark = third.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-9, "lowered after the hold")
 	}},

@@ -772,9 +772,9 @@ end
 -- minus what was granted after the observed request left (and, where the
 -- remaining does not count calls in flight, minus what the leases granted
 -- before it and still live hold) and minus the safety margin's headroom, at
--- most the bucket's ceiling. It follows the report up only where the report
--- is of the configured budget (follows), and down only REPORT_HOLD after
--- the last report it followed (or when the report lowered a limit). Booked
+-- most the bucket's ceiling, or the best report of the last REPORT_HOLD
+-- brought forward if that is more (memScope.recentBest). It follows the
+-- report up only where the report is of the configured budget (follows). Booked
 -- tickets then follow the new levels (retime). Reset values are never used
 -- as rates.
 local function observe(o)
@@ -797,15 +797,22 @@ local function observe(o)
       -- The provider's bucket holds what booked tickets will claim: what
       -- a new call may take is the rest, less the safety margin's part of
       -- the bucket, (1 - margin) x capacity (memScope.headroom).
-      local level = min(o.remaining[d] - since - (1 - margin) * S.capacity[d], ceiling(d)) - S.booked[d]
-      if not follows(o, d) then level = min(level, S.level[d]) end
-      -- A lower report within REPORT_HOLD of the last one applied changes
-      -- nothing: a recent report said more (capacity.ReportHold).
-      if not (level < S.level[d] and NOW < S.report_held[d] and not limited) then
-        S.report_held[d] = NOW + REPORT_HOLD
-        if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
-        S.level[d] = level
+      local bucket = min(o.remaining[d] - since - (1 - margin) * S.capacity[d], ceiling(d))
+      -- The best report of the last REPORT_HOLD, brought forward, if it
+      -- says more (memScope.recentBest); else this one is the best.
+      local us, best = NOW - S.best_at[d], true
+      if not limited and S.best_at[d] ~= 0 and us < REPORT_HOLD then
+        local sec = floor(us / 1e6)
+        local dt = sec + (us - sec * 1e6) * 1000 / 1e9
+        local top = max(S.capacity[d], S.best[d]) -- a refill fills no more than a bucket
+        local thenBucket = min(top, S.best[d] + rate(d) * dt) - (S.granted[d] - S.best_granted[d])
+        if thenBucket > bucket then bucket, best = thenBucket, false end
       end
+      if best then S.best[d], S.best_at[d], S.best_granted[d] = bucket, NOW, S.granted[d] end
+      local level = bucket - S.booked[d]
+      if not follows(o, d) then level = min(level, S.level[d]) end
+      if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
+      S.level[d] = level
     end
   end
   if changed then retime() end
