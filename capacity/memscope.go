@@ -562,8 +562,7 @@ func boundReported(reported, cfg int64) int64 {
 // as down: the provider's bucket (level + booked) becomes the remaining
 // minus what was granted after the observed request left (and, where the
 // remaining does not count calls in flight, minus what the leases granted
-// before it and still live hold) and minus the safety margin's headroom, at
-// most the bucket's ceiling, or the best report of the last ReportHold
+// before it and still live hold), as reportedBucket bounds it, or the best report of the last ReportHold
 // brought forward if that is more (recentBest). It follows the report up
 // only where the report is of the configured budget (follows).
 // Booked tickets then follow the new levels (retime). Reset values are
@@ -592,9 +591,8 @@ func (m *memScope) observe(o Observation, now time.Time) {
 			}
 		}
 		// The provider's bucket holds what booked tickets will claim:
-		// what a new call may take is the rest, less the safety margin's
-		// part of the bucket (headroom).
-		bucket := m.recentBest(d, math.Min(float64(od.Remaining)-since-m.headroom(d), m.ceiling(d)), limited, now)
+		// what a new call may take is the rest.
+		bucket := m.recentBest(d, m.reportedBucket(d, float64(od.Remaining)-since), limited, now)
 		level := bucket - m.booked[d]
 		if !m.follows(od, d) {
 			level = math.Min(level, m.level[d])
@@ -655,14 +653,19 @@ func (m *memScope) follows(od DimensionObservation, d int) bool {
 	return od.HasLimit && od.Limit > 0 && (cfg == 0 || od.Limit <= cfg)
 }
 
-// headroom is what bucket d's level keeps below a provider's reported
-// remaining: the safety margin's part of the bucket, (1 − SafetyMargin) ×
-// capacity. Estimates of what a call will be charged err by a little, and a
-// burst sized to the provider's whole remaining would be refused for it; a
-// bucket kept that much short of empty still refills at the provider's
-// full rate.
-func (m *memScope) headroom(d int) float64 {
-	return (1 - m.limits.margin()) * m.budgets[d].Capacity
+// reportedBucket is the provider's bucket d as a report of p (its
+// remaining, less what was granted since) has it: p, at most the bucket's
+// ceiling, and where p is more than the bucket's capacity, less the safety
+// margin's part of the capacity, (1 − SafetyMargin) × capacity, though
+// never below the capacity for it. Estimates of what a call will be
+// charged err by a little, and a burst sized to a provider's whole bucket
+// at rest would be refused for it; a bucket near empty refills at the
+// provider's rate, and follows it as reported.
+func (m *memScope) reportedBucket(d int, p float64) float64 {
+	if c := m.budgets[d].Capacity; p > c {
+		p = math.Max(c, p-(1-m.limits.margin())*c)
+	}
+	return math.Min(p, m.ceiling(d))
 }
 
 // ceiling is the most a provider's report may raise bucket d to: its

@@ -83,7 +83,7 @@ var followCases = []Case{
 	{"ReportKeepsTheSafetyMarginsHeadroom", func(h *harness) {
 		// The default margin, 0.95: the bucket holds 4750 of the provider's
 		// 5000, and a report of a full bucket leaves the margin's part of
-		// it (237.5) unspent, for estimates that err low.
+		// the capacity (237.5) unspent, for estimates that err low.
 		l := capacity.Limits{TokensPerMinute: 60000, Burst: 5 * time.Second}
 		le := h.grant(h.req(l, tokens(1000, 0)))
 		require.NoError(h.t, h.store.Settle(h.ctx, le, le.Charges))
@@ -91,6 +91,13 @@ var followCases = []Case{
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 5000-0.05*4750, h.level(capacity.Tokens), 1e-9)
+		// Near empty, the report is followed as it is.
+		h.clock.Advance(capacity.ReportHold)
+		le = h.grant(h.req(l, tokens(4000, 0)))
+		o = reported(capacity.Tokens, 60000, 1200)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 1200, h.level(capacity.Tokens), 1e-9)
 	}},
 	{"RemainingExcludingCallsInFlightDiscountsThem", func(h *harness) {
 		l := capacity.Limits{OutputTokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Minute}

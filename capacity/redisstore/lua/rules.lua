@@ -771,8 +771,7 @@ end
 -- as down: the provider's bucket (level + booked) becomes the remaining
 -- minus what was granted after the observed request left (and, where the
 -- remaining does not count calls in flight, minus what the leases granted
--- before it and still live hold) and minus the safety margin's headroom, at
--- most the bucket's ceiling, or the best report of the last REPORT_HOLD
+-- before it and still live hold), as memScope.reportedBucket bounds it, or the best report of the last REPORT_HOLD
 -- brought forward if that is more (memScope.recentBest). It follows the
 -- report up only where the report is of the configured budget (follows). Booked
 -- tickets then follow the new levels (retime). Reset values are never used
@@ -795,9 +794,11 @@ local function observe(o)
         end
       end
       -- The provider's bucket holds what booked tickets will claim: what
-      -- a new call may take is the rest, less the safety margin's part of
-      -- the bucket, (1 - margin) x capacity (memScope.headroom).
-      local bucket = min(o.remaining[d] - since - (1 - margin) * S.capacity[d], ceiling(d))
+      -- a new call may take is the rest. Above the capacity, the report
+      -- keeps the safety margin's part of it (memScope.reportedBucket).
+      local bucket = o.remaining[d] - since
+      if bucket > S.capacity[d] then bucket = max(S.capacity[d], bucket - (1 - margin) * S.capacity[d]) end
+      bucket = min(bucket, ceiling(d))
       -- The best report of the last REPORT_HOLD, brought forward, if it
       -- says more (memScope.recentBest); else this one is the best.
       local us, best = NOW - S.best_at[d], true
