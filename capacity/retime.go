@@ -19,6 +19,7 @@ func (m *memScope) retime(now time.Time) {
 		return
 	}
 	var ahead [numBuckets]float64 // the charges of the tickets due so far
+	var gathered int64            // the tickets due at the gathering's end so far
 	for _, tk := range m.ticketsInOrder() {
 		fl := tk.Floor
 		var w time.Duration
@@ -34,8 +35,11 @@ func (m *memScope) retime(now time.Time) {
 			}
 		}
 		tk.At = now.Add(w)
-		if g := m.gatherFloor(tk); g.After(tk.At) {
-			tk.At = g
+		if g := m.gatherFloor(tk); !g.IsZero() && !tk.At.After(g) {
+			// Released together, the gathered calls are due in their fair
+			// order, GatherSpacing apart.
+			tk.At = g.Add(time.Duration(gathered) * GatherSpacing)
+			gathered++
 		}
 		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
 			tk.Expires = exp
@@ -46,6 +50,13 @@ func (m *memScope) retime(now time.Time) {
 		}
 	}
 }
+
+// GatherSpacing is how far apart the calls gathered by Request.FairStart
+// are due when the gathering ends, in their fair order: released in one
+// instant, they would reach the provider in whatever order their
+// goroutines and round trips happen to take, and the first burst, shared
+// by weight in sum, would not be shared by weight along the way.
+const GatherSpacing = time.Millisecond
 
 // broughtForward reports whether a ticket whose call was told it is due at
 // told, now due at at, is announced: its call sleeps until told

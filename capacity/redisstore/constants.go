@@ -117,6 +117,7 @@ func luaConstants() []luaConstant {
 		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
 		{"RETIME_MOVE", capacity.RetimeMove, "capacity.RetimeMove"},
 		{"REPORT_HOLD", capacity.ReportHold.Microseconds(), "capacity.ReportHold (µs)"},
+		{"GATHER_SPACING", capacity.GatherSpacing.Microseconds(), "capacity.GatherSpacing (µs)"},
 		{"MAX_FAIR_START", capacity.MaxFairStart.Microseconds(), "capacity.MaxFairStart (µs)"},
 		{"VIRTUAL_LOG_STEP", capacity.VirtualLogStep.Microseconds(), "capacity.VirtualLogStep (µs)"},
 		{"VIRTUAL_LOG_LENGTH", capacity.VirtualLogLength, "capacity.VirtualLogLength"},

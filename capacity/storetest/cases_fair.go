@@ -174,14 +174,18 @@ var fairOrderCases = []Case{
 		for i := range 5 {
 			require.True(h.t, h.deny(call("b", i)).Booked, "b gathers")
 		}
-		first := map[string]int{}
+		// Released together, they are due in their fair order,
+		// GatherSpacing apart: a, b, a, b, a.
+		end := t0.Add(400 * time.Millisecond)
+		first, order := map[string]int{}, make([]string, 5)
 		for _, tk := range h.snap(testScope).Tickets {
-			if !tk.At.After(t0.Add(400 * time.Millisecond)) {
+			if k := tk.At.Sub(end) / capacity.GatherSpacing; k >= 0 && k < 5 && tk.At.Sub(end)%capacity.GatherSpacing == 0 {
 				first[tk.Key]++
+				order[k] = tk.Key
 			}
 		}
 		assert.Equal(h.t, 5, first["a"]+first["b"], "the burst holds five calls: %v", first)
-		assert.InDelta(h.t, first["a"], first["b"], 1, "shared: %v", first)
+		assert.Equal(h.t, []string{"a", "b", "a", "b", "a"}, order)
 		// Not before the gathering ends.
 		assert.False(h.t, h.deny(call("a", 0)).Granted)
 		h.clock.Set(t0.Add(300 * time.Millisecond))

@@ -6,8 +6,11 @@
 // (class Interactive, a small call every 290 ms, about 15 % of the quota).
 //
 // Every call is a real Temporal activity on a dev server the program starts
-// (with Temporal's priority matcher, devserver.PriorityMatcher), scheduled
-// with workflows.CallModel (class Bulk or Interactive), gated by the tollgate
+// (with Temporal's priority matcher and task-queue fairness,
+// devserver.FairnessMatcher), scheduled with workflows.CallModel (class
+// Bulk or Interactive; a tenant's calls carry its key and weight to
+// Temporal's matching, workflows.Options.FairnessKey and FairnessWeight,
+// so its backlog reaches the workers by weight), gated by the tollgate
 // plugin with each tenant as the call's fairness key (interceptor.Call
 // FairnessKey, from the activity input's TollgateCall), the weights in
 // interceptor.Options.Fairness and a FairStart of 500 ms (the tenants'

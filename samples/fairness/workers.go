@@ -43,9 +43,10 @@ type workerSpec struct {
 const activityPollers = 16
 
 // fairStart is the plugin's FairStart: the tenants' first calls, which
-// Temporal dispatches one backlog after another over a few hundred
-// milliseconds, gather this long on the scope at rest, so the first
-// burst is shared by weight rather than taken by the first backlog.
+// reach the workers over a few hundred milliseconds (Temporal's matching
+// dispatches the backlogs by weight, a few tasks at a time), gather this
+// long on the scope at rest, so the first burst is shared by weight rather
+// than granted to the first calls to arrive.
 const fairStart = 500 * time.Millisecond
 
 // newWorker returns a worker of spec on store.

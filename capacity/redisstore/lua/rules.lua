@@ -479,6 +479,7 @@ end
 local function retime()
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
+  local gathered = 0 -- the tickets due at the gathering's end so far
   for _, e in ipairs(ticketsInOrder()) do
     local c, tk = e[1], e[2]
     do
@@ -492,7 +493,12 @@ local function retime()
         end
       end
       local at = NOW + w
-      if tk.key ~= '' and S.fair_start_until > at then at = S.fair_start_until end
+      if tk.key ~= '' and S.fair_start_until ~= 0 and at <= S.fair_start_until then
+        -- Released together, gathered calls are due in their fair order,
+        -- GATHER_SPACING apart (capacity.GatherSpacing).
+        at = S.fair_start_until + gathered * GATHER_SPACING
+        gathered = gathered + 1
+      end
       local expires = max(tk.expires, at + S.ticket_grace)
       -- announceDue, when its call would come late (broughtForward).
       local early = tk.told - at
