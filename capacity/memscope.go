@@ -65,17 +65,6 @@ type scopeState struct {
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.
 	cut float64
-	// best is, per bucket, the best recent provider report (ReportHold).
-	best [numBuckets]bestReport
-}
-
-// bestReport is the best of a bucket's recent provider reports: the
-// provider's bucket (level + booked) it implied, when (µs), and the grant
-// history then.
-type bestReport struct {
-	bucket  float64
-	at      int64
-	granted float64
 }
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {
@@ -558,45 +547,53 @@ func boundReported(reported, cfg int64) int64 {
 }
 
 // observe applies a provider report: lowered limits (lowerLimits), and the
-// level of each reported bucket follows the reported remaining, up as well
-// as down: the provider's bucket (level + booked) becomes the remaining
-// minus what was granted after the observed request left (and, where the
-// remaining does not count calls in flight, minus what the leases granted
-// before it and still live hold), as reportedBucket bounds it, or the best report of the last ReportHold
-// brought forward if that is more (recentBest). It follows the report up
-// only where the report is of the configured budget (follows).
+// level of each reported bucket moves as far as the report proves. What
+// the report counted of the calls granted after the observed one left is
+// unknown: a provider that reports its bucket when it admits a call
+// counted none of them, one that reports it when it answers counted those
+// that reached it meanwhile. So the provider's bucket (level + booked) is
+// at least the remaining less everything granted since, and at most the
+// remaining (less, where the remaining does not count calls in flight,
+// what the leases granted before it and still live hold): a bucket below
+// that range is raised to its bottom, one above it is lowered to its top,
+// one inside it is left as it is (both bounds as reportedBucket has them).
+// It raises only where the report is of the configured budget (follows).
 // Booked tickets then follow the new levels (retime). Reset values are
 // never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
-	limited := m.lowerLimits(o, now)
-	changed := limited
+	changed := m.lowerLimits(o, now)
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if !od.HasRemaining || !m.budgets[d].Limited {
 			continue
 		}
-		var since float64
+		// uncounted: what the provider surely had not counted; since: what
+		// it may or may not have.
+		var uncounted, since float64
 		if o.Mark.Valid {
 			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
 		}
 		if !o.Mark.Valid || od.InFlightExcluded {
-			// Unknown send time: assume everything in flight left after it.
-			// A remaining that excludes calls in flight is short of those
-			// granted before the observed call (the others are counted
-			// since).
+			// Unknown send time: everything in flight may have left after
+			// it. A remaining that excludes calls in flight is short of
+			// those granted before the observed call.
 			for _, le := range m.leases {
-				if !o.Mark.Valid || le.Mark.Granted[d] <= o.Mark.Granted[d] {
+				switch {
+				case !o.Mark.Valid:
 					since += float64(le.Charges[d])
+				case le.Mark.Granted[d] <= o.Mark.Granted[d]:
+					uncounted += float64(le.Charges[d])
 				}
 			}
 		}
+		top := float64(od.Remaining) - uncounted
+		bucket := math.Min(m.level[d]+m.booked[d], m.reportedBucket(d, top))
+		if m.follows(od, d) {
+			bucket = math.Max(bucket, m.reportedBucket(d, top-since))
+		}
 		// The provider's bucket holds what booked tickets will claim:
 		// what a new call may take is the rest.
-		bucket := m.recentBest(d, m.reportedBucket(d, float64(od.Remaining)-since), limited, now)
 		level := bucket - m.booked[d]
-		if !m.follows(od, d) {
-			level = math.Min(level, m.level[d])
-		}
 		if math.Abs(level-m.level[d]) > RetimeMove*m.budgets[d].Capacity {
 			changed = true // tickets move only for a report that moves them more than a trifle
 		}
@@ -605,36 +602,6 @@ func (m *memScope) observe(o Observation, now time.Time) {
 	if changed {
 		m.retime(now)
 	}
-}
-
-// ReportHold is how long the best of a bucket's provider reports stands
-// against lower ones. A report's remaining may count calls that left after
-// the observed one (a provider that reports its bucket when it answers
-// counts every call that arrived meanwhile), and the store cannot tell
-// those from calls still on their way: discounting them all makes a report
-// of a busy moment far too low. Among the reports of a short while, the
-// highest is the closest: the level follows the best report of the last
-// ReportHold, brought forward by its refill and by what was granted since
-// (recentBest). A provider that really has less (another client on the
-// key) lowers the level ReportHold later.
-const ReportHold = time.Second
-
-// recentBest returns the provider's bucket that bucket d's report of bucket
-// implies at now: bucket itself, or the best report of the last ReportHold
-// brought forward (refilled at the bucket's rate, up to its capacity or
-// the report if more, less what was granted since) if that is more. A report that lowered a limit
-// (limited) stands on its own. It records the report if it is the best.
-func (m *memScope) recentBest(d int, bucket float64, limited bool, now time.Time) float64 {
-	t, b := now.UnixMicro(), m.best[d]
-	if !limited && b.at != 0 && t-b.at < ReportHold.Microseconds() {
-		dt := (time.Duration(t-b.at) * time.Microsecond).Seconds()
-		top := math.Max(m.budgets[d].Capacity, b.bucket) // a refill fills no more than a bucket
-		if then := math.Min(top, b.bucket+m.rate(d)*dt) - (m.granted[d] - b.granted); then > bucket {
-			return then
-		}
-	}
-	m.best[d] = bestReport{bucket: bucket, at: t, granted: m.granted[d]}
-	return bucket
 }
 
 // RetimeMove is the least change of a bucket's level, as a fraction of its

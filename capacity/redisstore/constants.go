@@ -116,7 +116,6 @@ func luaConstants() []luaConstant {
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
 		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
 		{"RETIME_MOVE", capacity.RetimeMove, "capacity.RetimeMove"},
-		{"REPORT_HOLD", capacity.ReportHold.Microseconds(), "capacity.ReportHold (µs)"},
 		{"GATHER_SPACING", capacity.GatherSpacing.Microseconds(), "capacity.GatherSpacing (µs)"},
 		{"MAX_FAIR_START", capacity.MaxFairStart.Microseconds(), "capacity.MaxFairStart (µs)"},
 		{"VIRTUAL_LOG_STEP", capacity.VirtualLogStep.Microseconds(), "capacity.VirtualLogStep (µs)"},

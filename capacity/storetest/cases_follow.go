@@ -40,45 +40,40 @@ var followCases = []Case{
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 1000, h.level(capacity.Tokens), 1e-9)
-		h.clock.Advance(capacity.ReportHold) // refills 1000
 		o = reported(capacity.Tokens, 600000, 500)
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-9, "it lowers it")
 	}},
-	{"RecentHigherReportHoldsAgainstLowerOnes", func(h *harness) {
+	{"ReportMovesTheLevelOnlyAsFarAsItProves", func(h *harness) {
 		// A provider that reports its bucket when it answers counts calls
-		// sent after the observed one: of the reports of a burst, the
-		// highest is the closest.
+		// sent after the observed one, one that reports it when it admits
+		// the call does not: the bucket lies between the remaining less
+		// what was granted since and the remaining.
 		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // capacity 5000
 		first := h.grant(h.req(l, tokens(1000, 0)))
 		second := h.grant(h.req(l, tokens(1000, 0)))
-		o := reported(capacity.Tokens, 60000, 2500) // second's answer: both counted
+		o := reported(capacity.Tokens, 60000, 2500) // second's answer: nothing granted since
 		o.Mark = second.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 2500, h.level(capacity.Tokens), 1e-9)
-		o = reported(capacity.Tokens, 60000, 2500) // first's, answered later: second counted twice
+		assert.InDelta(h.t, 2500, h.level(capacity.Tokens), 1e-9, "lowered")
+		o = reported(capacity.Tokens, 60000, 2500) // first's, answered later: between 1500 and 2500
 		o.Mark = first.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 2500, h.level(capacity.Tokens), 1e-9, "held")
-		o = reported(capacity.Tokens, 60000, 4000) // higher: followed at once
+		assert.InDelta(h.t, 2500, h.level(capacity.Tokens), 1e-9, "second is not discounted twice")
+		o = reported(capacity.Tokens, 60000, 4000)
 		o.Mark = second.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 4000, h.level(capacity.Tokens), 1e-9)
-		// The best report is brought forward: its refill, less what was
-		// granted since.
-		third := h.grant(h.req(l, tokens(500, 0)))
-		h.clock.Advance(100 * time.Millisecond)
-		o = reported(capacity.Tokens, 60000, 2000)
+		assert.InDelta(h.t, 4000, h.level(capacity.Tokens), 1e-9, "raised")
+		third := h.grant(h.req(l, tokens(500, 0))) // 3500 left
+		o = reported(capacity.Tokens, 60000, 3000) // first's mark: between 1500 and 3000
 		o.Mark = first.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 4000+100-500, h.level(capacity.Tokens), 1e-9)
-
-		h.clock.Advance(capacity.ReportHold)      // refills to 5000
+		assert.InDelta(h.t, 3000, h.level(capacity.Tokens), 1e-9, "lowered to the most the report allows")
 		o = reported(capacity.Tokens, 60000, 300) // another client spent it
 		o.Mark = third.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-9, "lowered after the hold")
+		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-9)
 	}},
 	{"ReportKeepsTheSafetyMarginsHeadroom", func(h *harness) {
 		// The default margin, 0.95: the bucket holds 4750 of the provider's
@@ -92,7 +87,6 @@ var followCases = []Case{
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 5000-0.05*4750, h.level(capacity.Tokens), 1e-9)
 		// Near empty, the report is followed as it is.
-		h.clock.Advance(capacity.ReportHold)
 		le = h.grant(h.req(l, tokens(4000, 0)))
 		o = reported(capacity.Tokens, 60000, 1200)
 		o.Mark = le.Mark

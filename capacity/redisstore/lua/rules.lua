@@ -773,51 +773,47 @@ local function ceiling(d)
 end
 
 -- observe applies a provider report: lowered limits (lowerLimits), and the
--- level of each reported bucket follows the reported remaining, up as well
--- as down: the provider's bucket (level + booked) becomes the remaining
--- minus what was granted after the observed request left (and, where the
--- remaining does not count calls in flight, minus what the leases granted
--- before it and still live hold), as memScope.reportedBucket bounds it, or the best report of the last REPORT_HOLD
--- brought forward if that is more (memScope.recentBest). It follows the
--- report up only where the report is of the configured budget (follows). Booked
--- tickets then follow the new levels (retime). Reset values are never used
--- as rates.
+-- level of each reported bucket moves as far as the report proves
+-- (memScope.observe): the provider's bucket (level + booked) lies between
+-- the remaining less everything granted after the observed call and the
+-- remaining (less, where the remaining does not count calls in flight,
+-- what the leases granted before it and still live hold); a bucket below
+-- that range is raised to its bottom (only where the report is of the
+-- configured budget, follows), one above it lowered to its top, both
+-- bounds as memScope.reportedBucket has them. Booked tickets then follow
+-- the new levels (retime). Reset values are never used as rates.
 local function observe(o)
-  local limited = lowerLimits(o)
-  local changed = limited
+  local changed = lowerLimits(o)
   local margin = S.margin
   if margin == 0 then margin = DEFAULT_MARGIN end
+  -- reported is the provider's bucket d as a report of p has it
+  -- (memScope.reportedBucket).
+  local function reported(d, p)
+    local c = S.capacity[d]
+    if p > c then p = max(c, p - (1 - margin) * c) end
+    return min(p, ceiling(d))
+  end
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
-      local since = 0
+      -- uncounted: what the provider surely had not counted; since: what
+      -- it may or may not have.
+      local uncounted, since = 0, 0
       if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
       if not o.markValid or o.excluded[d] then
-        -- Unknown send time: assume everything in flight left after it. A
-        -- remaining that excludes calls in flight is short of those
-        -- granted before the observed call (the others are counted since).
         for _, le in pairs(allLeases()) do
-          if not o.markValid or le.mark[d] <= o.mark[d] then since = since + le.charge[d] end
+          if not o.markValid then
+            since = since + le.charge[d]
+          elseif le.mark[d] <= o.mark[d] then
+            uncounted = uncounted + le.charge[d]
+          end
         end
       end
+      local top = o.remaining[d] - uncounted
+      local bucket = min(S.level[d] + S.booked[d], reported(d, top))
+      if follows(o, d) then bucket = max(bucket, reported(d, top - since)) end
       -- The provider's bucket holds what booked tickets will claim: what
-      -- a new call may take is the rest. Above the capacity, the report
-      -- keeps the safety margin's part of it (memScope.reportedBucket).
-      local bucket = o.remaining[d] - since
-      if bucket > S.capacity[d] then bucket = max(S.capacity[d], bucket - (1 - margin) * S.capacity[d]) end
-      bucket = min(bucket, ceiling(d))
-      -- The best report of the last REPORT_HOLD, brought forward, if it
-      -- says more (memScope.recentBest); else this one is the best.
-      local us, best = NOW - S.best_at[d], true
-      if not limited and S.best_at[d] ~= 0 and us < REPORT_HOLD then
-        local sec = floor(us / 1e6)
-        local dt = sec + (us - sec * 1e6) * 1000 / 1e9
-        local top = max(S.capacity[d], S.best[d]) -- a refill fills no more than a bucket
-        local thenBucket = min(top, S.best[d] + rate(d) * dt) - (S.granted[d] - S.best_granted[d])
-        if thenBucket > bucket then bucket, best = thenBucket, false end
-      end
-      if best then S.best[d], S.best_at[d], S.best_granted[d] = bucket, NOW, S.granted[d] end
+      -- a new call may take is the rest.
       local level = bucket - S.booked[d]
-      if not follows(o, d) then level = min(level, S.level[d]) end
       if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
       S.level[d] = level
     end

@@ -189,9 +189,6 @@ local STATE_SCHEMA = {
   {'keyed', 'number'}, -- 1 once a keyed call came since the scope was at rest (fairState.keyed; 4.0)
   {'fair_start_until', 'number'}, -- end of the first keyed calls' gathering (fairState.fairStartUntil; 4.0)
   {'fair_start_from', 'number'}, -- its start (fairState.fairStartFrom; 4.0)
-  {'best', 'bucket'}, -- the provider's bucket the best recent report implied (memScope.best; 4.1)
-  {'best_at', 'bucket'}, -- when (µs) it was reported (4.1)
-  {'best_granted', 'bucket'}, -- the grant history then (4.1)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
