@@ -552,9 +552,11 @@ func boundReported(reported, cfg int64) int64 {
 // unknown: a provider that reports its bucket when it admits a call
 // counted none of them, one that reports it when it answers counted those
 // that reached it meanwhile. So the provider's bucket (level + booked) is
-// at least the remaining less everything granted since, and at most the
-// remaining (less, where the remaining does not count calls in flight,
-// what the leases granted before it and still live hold): a bucket below
+// at most the remaining (less, where the remaining does not count calls in
+// flight, what the leases granted before it and still live hold), and at
+// least that less everything granted since and what the leases granted
+// before it and still live hold (sent late, they may have reached the
+// provider after it): a bucket below
 // that range is raised to its bottom, one above it is lowered to its top,
 // one inside it is left as it is (both bounds as reportedBucket has them).
 // It raises only where the report is of the configured budget (follows).
@@ -568,28 +570,28 @@ func (m *memScope) observe(o Observation, now time.Time) {
 			continue
 		}
 		// uncounted: what the provider surely had not counted; since: what
-		// it may or may not have.
-		var uncounted, since float64
+		// it may or may not have; before: calls granted before the observed
+		// one and still in flight, which may have reached the provider
+		// after it (another worker's, sent late).
+		var uncounted, since, before float64
 		if o.Mark.Valid {
 			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
 		}
-		if !o.Mark.Valid || od.InFlightExcluded {
-			// Unknown send time: everything in flight may have left after
-			// it. A remaining that excludes calls in flight is short of
-			// those granted before the observed call.
-			for _, le := range m.leases {
-				switch {
-				case !o.Mark.Valid:
-					since += float64(le.Charges[d])
-				case le.Mark.Granted[d] <= o.Mark.Granted[d]:
-					uncounted += float64(le.Charges[d])
-				}
+		for _, le := range m.leases {
+			switch {
+			case !o.Mark.Valid:
+				since += float64(le.Charges[d]) // unknown send time: any may have left after it
+			case le.Mark.Granted[d] > o.Mark.Granted[d]:
+			case od.InFlightExcluded:
+				uncounted += float64(le.Charges[d]) // a remaining that excludes calls in flight
+			case le.Mark.Granted[d] < o.Mark.Granted[d]:
+				before += float64(le.Charges[d])
 			}
 		}
 		top := float64(od.Remaining) - uncounted
 		bucket := math.Min(m.level[d]+m.booked[d], m.reportedBucket(d, top))
 		if m.follows(od, d) {
-			bucket = math.Max(bucket, m.reportedBucket(d, top-since))
+			bucket = math.Max(bucket, m.reportedBucket(d, top-since-before))
 		}
 		// The provider's bucket holds what booked tickets will claim:
 		// what a new call may take is the rest.

@@ -44,7 +44,9 @@ func TestSentinelFailover(t *testing.T) {
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	}
 	require.Eventually(t, linkUp, 10*time.Second, 20*time.Millisecond, "the replica never synced")
-	sentinel := testenv.StartRedisSentinel(t, "tollgate", master.Addr(), 500*time.Millisecond)
+	// Down after 2 s, not less: under a full test run's load a master slow to
+	// answer for half a second must not be failed over before the test kills it.
+	sentinel := testenv.StartRedisSentinel(t, "tollgate", master.Addr(), 2*time.Second)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr()})
 	defer sc.Close()
 	require.Eventually(t, func() bool {

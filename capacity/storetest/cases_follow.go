@@ -61,8 +61,14 @@ var followCases = []Case{
 		o.Mark = first.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 2500, h.level(capacity.Tokens), 1e-9, "second is not discounted twice")
+		// Raised only once the calls granted before it are answered: sent
+		// late, they may have reached the provider after it.
 		o = reported(capacity.Tokens, 60000, 4000)
 		o.Mark = second.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 3000, h.level(capacity.Tokens), 1e-9, "raised, first still in flight")
+		require.NoError(h.t, h.store.Settle(h.ctx, first, first.Charges))
+		require.NoError(h.t, h.store.Settle(h.ctx, second, second.Charges))
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 4000, h.level(capacity.Tokens), 1e-9, "raised")
 		third := h.grant(h.req(l, tokens(500, 0))) // 3500 left

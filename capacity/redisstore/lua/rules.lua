@@ -775,9 +775,10 @@ end
 -- observe applies a provider report: lowered limits (lowerLimits), and the
 -- level of each reported bucket moves as far as the report proves
 -- (memScope.observe): the provider's bucket (level + booked) lies between
--- the remaining less everything granted after the observed call and the
--- remaining (less, where the remaining does not count calls in flight,
--- what the leases granted before it and still live hold); a bucket below
+-- the remaining (less, where the remaining does not count calls in flight,
+-- what the leases granted before it and still live hold) and that less
+-- everything granted after the observed call and what the leases granted
+-- before it and still live hold; a bucket below
 -- that range is raised to its bottom (only where the report is of the
 -- configured budget, follows), one above it lowered to its top, both
 -- bounds as memScope.reportedBucket has them. Booked tickets then follow
@@ -796,21 +797,24 @@ local function observe(o)
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
       -- uncounted: what the provider surely had not counted; since: what
-      -- it may or may not have.
-      local uncounted, since = 0, 0
+      -- it may or may not have; before: calls granted before the observed
+      -- one and still in flight (memScope.observe).
+      local uncounted, since, before = 0, 0, 0
       if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
-      if not o.markValid or o.excluded[d] then
-        for _, le in pairs(allLeases()) do
-          if not o.markValid then
-            since = since + le.charge[d]
-          elseif le.mark[d] <= o.mark[d] then
-            uncounted = uncounted + le.charge[d]
-          end
+      for _, le in pairs(allLeases()) do
+        if not o.markValid then
+          since = since + le.charge[d]
+        elseif le.mark[d] > o.mark[d] then
+          -- counted in since
+        elseif o.excluded[d] then
+          uncounted = uncounted + le.charge[d]
+        elseif le.mark[d] < o.mark[d] then
+          before = before + le.charge[d]
         end
       end
       local top = o.remaining[d] - uncounted
       local bucket = min(S.level[d] + S.booked[d], reported(d, top))
-      if follows(o, d) then bucket = max(bucket, reported(d, top - since)) end
+      if follows(o, d) then bucket = max(bucket, reported(d, top - since - before)) end
       -- The provider's bucket holds what booked tickets will claim: what
       -- a new call may take is the rest.
       local level = bucket - S.booked[d]
