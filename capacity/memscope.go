@@ -556,12 +556,11 @@ func boundReported(reported, cfg int64) int64 {
 // flight, what the leases granted before it and still live hold), and at
 // least that less everything granted since and what the leases granted
 // before it and still live hold (sent late, they may have reached the
-// provider after it): a bucket below
-// that range is raised to its bottom, one above it is lowered to its top,
-// one inside it is left as it is (both bounds as reportedBucket has them).
-// It raises only where the report is of the configured budget (follows).
-// Booked tickets then follow the new levels (retime). Reset values are
-// never used as rates.
+// provider after it): a bucket below that range is raised to its bottom,
+// one above it is lowered to its top, one inside it is left as it is (both
+// bounds as reportedBucket has them). It raises only where the report is
+// of the configured budget (follows). Booked tickets then follow the new
+// levels (retime). Reset values are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
 	changed := m.lowerLimits(o, now)
 	for d := range numBuckets {
@@ -582,6 +581,7 @@ func (m *memScope) observe(o Observation, now time.Time) {
 			case !o.Mark.Valid:
 				since += float64(le.Charges[d]) // unknown send time: any may have left after it
 			case le.Mark.Granted[d] > o.Mark.Granted[d]:
+				// granted after it: counted in since
 			case od.InFlightExcluded:
 				uncounted += float64(le.Charges[d]) // a remaining that excludes calls in flight
 			case le.Mark.Granted[d] < o.Mark.Granted[d]:

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/redisscan"
 )
 
 var _ capacity.Ledger = (*Store)(nil)
@@ -231,26 +232,16 @@ func (s *Store) ledgerDays(ctx context.Context) ([]string, error) {
 	prefix := "{" + s.opts.Prefix + ledgerInfix
 	match := prefix + "*}" + ledgerRows
 	seen := map[string]bool{}
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, match, 1000).Iterator()
-		for iter.Next(ctx) {
-			day, ok := strings.CutPrefix(iter.Val(), prefix)
-			if !ok {
-				continue
-			}
-			day, ok = strings.CutSuffix(day, "}"+ledgerRows)
-			if ok && capacity.ValidateLedgerDay(day) == nil {
-				seen[day] = true
-			}
+	err := redisscan.Keys(ctx, s.rdb, match, 0, func(key string) {
+		day, ok := strings.CutPrefix(key, prefix)
+		if !ok {
+			return
 		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	} else {
-		err = scan(ctx, s.rdb)
-	}
+		day, ok = strings.CutSuffix(day, "}"+ledgerRows)
+		if ok && capacity.ValidateLedgerDay(day) == nil {
+			seen[day] = true
+		}
+	})
 	if err != nil {
 		return nil, s.failed(ctx, "ledger days", err)
 	}

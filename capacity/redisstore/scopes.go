@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/redisscan"
 )
 
 // Scopes lists the scopes that have state in Redis under the store's
@@ -25,32 +23,18 @@ func (s *Store) Scopes(ctx context.Context) ([]capacity.Scope, error) {
 // in errors.
 func (s *Store) scanScopes(ctx context.Context, infix, what string) ([]capacity.Scope, error) {
 	match := "{" + s.opts.Prefix + ":*}" + infix + "*"
-	var mu sync.Mutex // ForEachMaster scans the masters at once
 	seen := map[string]capacity.Scope{}
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, match, 1000).Iterator()
-		for iter.Next(ctx) {
-			key := iter.Val()
-			i := strings.Index(key, "}"+infix)
-			if i < 0 {
-				continue
-			}
-			sc, err := capacity.ParseScopeKey(key[i+1+len(infix):])
-			if err != nil {
-				continue // not a scope key of ours
-			}
-			mu.Lock()
-			seen[sc.Key()] = sc
-			mu.Unlock()
+	err := redisscan.Keys(ctx, s.rdb, match, 0, func(key string) {
+		i := strings.Index(key, "}"+infix)
+		if i < 0 {
+			return
 		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	} else {
-		err = scan(ctx, s.rdb)
-	}
+		sc, err := capacity.ParseScopeKey(key[i+1+len(infix):])
+		if err != nil {
+			return // not a scope key of ours
+		}
+		seen[sc.Key()] = sc
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: listing %s: %v", capacity.ErrStoreUnavailable, what, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/capacity/redisstore"
+	"github.com/tollgate-dev/tollgate/internal/redisscan"
 )
 
 // DefaultTimeout is the default of -timeout.
@@ -256,22 +257,13 @@ func (f *redisFlags) empty(ctx context.Context, what, why string) *emptyError {
 func otherPrefixes(ctx context.Context, rdb redis.UniversalClient, prefix string) []string {
 	const most = 20_000 // keys looked at, per node
 	found := map[string]bool{}
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, "{*:*}:state:*", 1000).Iterator()
-		for n := 0; n < most && iter.Next(ctx); n++ {
-			// {prefix:provider/credential}:state:scope-key
-			tag, _, ok := strings.Cut(strings.TrimPrefix(iter.Val(), "{"), "}")
-			if i := strings.LastIndex(tag, ":"); ok && i > 0 {
-				found[tag[:i]] = true
-			}
+	_ = redisscan.Keys(ctx, rdb, "{*:*}:state:*", most, func(key string) {
+		// {prefix:provider/credential}:state:scope-key
+		tag, _, ok := strings.Cut(strings.TrimPrefix(key, "{"), "}")
+		if i := strings.LastIndex(tag, ":"); ok && i > 0 {
+			found[tag[:i]] = true
 		}
-		return iter.Err()
-	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	} else {
-		_ = scan(ctx, rdb)
-	}
+	})
 	delete(found, prefix)
 	out := make([]string, 0, len(found))
 	for p := range found {

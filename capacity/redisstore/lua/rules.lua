@@ -778,11 +778,11 @@ end
 -- the remaining (less, where the remaining does not count calls in flight,
 -- what the leases granted before it and still live hold) and that less
 -- everything granted after the observed call and what the leases granted
--- before it and still live hold; a bucket below
--- that range is raised to its bottom (only where the report is of the
--- configured budget, follows), one above it lowered to its top, both
--- bounds as memScope.reportedBucket has them. Booked tickets then follow
--- the new levels (retime). Reset values are never used as rates.
+-- before it and still live hold; a bucket below that range is raised to
+-- its bottom (only where the report is of the configured budget, follows),
+-- one above it lowered to its top, both bounds as memScope.reportedBucket
+-- has them. Booked tickets then follow the new levels (retime). Reset
+-- values are never used as rates.
 local function observe(o)
   local changed = lowerLimits(o)
   local margin = S.margin
