@@ -21,7 +21,7 @@ import (
 // DemoOptions configures RunDemo.
 type DemoOptions struct {
 	Docs      int           // documents in the batch
-	Questions int           // questions the assistant answers while the batch runs
+	Questions int           // questions the assistant is asked, from the batch's start
 	Every     time.Duration // between questions
 	NoFloors  bool          // run without class floors, to compare
 	// Store holds the shared budget and, being a capacity.Ledger (both
@@ -51,8 +51,10 @@ type DemoReport struct {
 // RunDemo runs the sample end to end on the Temporal client c: a fake
 // provider metering Limits, the two class workers with the tollgate plugin,
 // the nightly batch and an interactive stream beside it, with live progress
-// on out. The report's Timeline holds the shared budget every 250 ms and
-// each call's scheduling and admission, for WriteHTML.
+// on out. It ends when the batch is done and every one of o.Questions was
+// asked (one every o.Every) and answered. The report's Timeline holds the
+// shared budget every 250 ms and each call's scheduling and admission, for
+// WriteHTML.
 func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer) (DemoReport, error) {
 	fpLimits := testsuite.Limits{RequestsPerMinute: Limits.RequestsPerMinute, TokensPerMinute: Limits.TokensPerMinute, BurstWindow: Limits.Burst}
 	fp, err := testsuite.New(testsuite.Options{Models: []testsuite.Model{{Name: Model, Provider: testsuite.OpenAI, Limits: fpLimits}},
@@ -118,7 +120,9 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 	sampling := time.NewTicker(sampleEvery)
 	defer sampling.Stop()
 	asked := 0
-	for {
+	batchEnded := false
+	// Until the batch is done and every question was asked.
+	for !batchEnded || asked < o.Questions {
 		select {
 		case <-ctx.Done():
 			return r, ctx.Err()
@@ -127,28 +131,7 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 				return r, err
 			}
 			r.BatchTime = time.Since(start)
-			wg.Wait()
-			rec.sample(ctx)
-			r.Timeline = rec.timeline(start)
-			slices.Sort(latencies)
-			if n := len(latencies); n > 0 {
-				r.Answered, r.LatencyP50, r.LatencyP95, r.LatencyMax = n, latencies[n/2], latencies[min(n-1, n*95/100)], latencies[n-1]
-			}
-			fpScope := testsuite.Scope{Key: testsuite.DefaultKey, Model: Model}
-			rep := fp.Report(fpScope)
-			r.ProviderRequests = rep.Entries
-			for _, n := range rep.RateLimited {
-				r.Provider429s += n
-			}
-			for _, e := range fp.ScopeEntries(fpScope) {
-				r.ProviderTokens = r.ProviderTokens.Add(capacity.LedgerTokens{Input: e.Usage.InputTokens, Output: e.Usage.OutputTokens})
-			}
-			if ledger != nil {
-				if r.Ledger, err = ledger.LedgerRows(ctx, ""); err != nil {
-					return r, fmt.Errorf("reading the cost ledger: %w", err)
-				}
-			}
-			return r, nil
+			batchEnded = true
 		case <-ask.C:
 			if asked >= o.Questions {
 				continue
@@ -187,6 +170,29 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 				time.Since(start).Seconds(), rep.Entries, n429, answered, last.Round(time.Millisecond))
 		}
 	}
+	// Wait for the answers.
+	wg.Wait()
+	rec.sample(ctx)
+	r.Timeline = rec.timeline(start)
+	slices.Sort(latencies)
+	if n := len(latencies); n > 0 {
+		r.Answered, r.LatencyP50, r.LatencyP95, r.LatencyMax = n, latencies[n/2], latencies[min(n-1, n*95/100)], latencies[n-1]
+	}
+	fpScope := testsuite.Scope{Key: testsuite.DefaultKey, Model: Model}
+	rep := fp.Report(fpScope)
+	r.ProviderRequests = rep.Entries
+	for _, n := range rep.RateLimited {
+		r.Provider429s += n
+	}
+	for _, e := range fp.ScopeEntries(fpScope) {
+		r.ProviderTokens = r.ProviderTokens.Add(capacity.LedgerTokens{Input: e.Usage.InputTokens, Output: e.Usage.OutputTokens})
+	}
+	if ledger != nil {
+		if r.Ledger, err = ledger.LedgerRows(ctx, ""); err != nil {
+			return r, fmt.Errorf("reading the cost ledger: %w", err)
+		}
+	}
+	return r, nil
 }
 
 // Print writes the report.
