@@ -557,10 +557,11 @@ func boundReported(reported, cfg int64) int64 {
 // least that less everything granted since and what the leases granted
 // before it and still live hold (sent late, they may have reached the
 // provider after it): a bucket below that range is raised to its bottom,
-// one above it is lowered to its top, one inside it is left as it is (both
-// bounds as reportedBucket has them). It raises only where the report is
-// of the configured budget (follows). Booked tickets then follow the new
-// levels (retime). Reset values are never used as rates.
+// one above it is lowered to its top, one inside it is left as it is; both
+// bounds at most the ceiling, the raise less raiseMargin. It raises only
+// where the report is of the configured budget (follows). Booked tickets
+// then follow the new levels (retime). Reset values are never used as
+// rates.
 func (m *memScope) observe(o Observation, now time.Time) {
 	changed := m.lowerLimits(o, now)
 	for d := range numBuckets {
@@ -589,9 +590,11 @@ func (m *memScope) observe(o Observation, now time.Time) {
 			}
 		}
 		top := float64(od.Remaining) - uncounted
-		bucket := math.Min(m.level[d]+m.booked[d], m.reportedBucket(d, top))
+		bucket := math.Min(m.level[d]+m.booked[d], math.Min(top, m.ceiling(d)))
 		if m.follows(od, d) {
-			bucket = math.Max(bucket, m.reportedBucket(d, top-since-before))
+			// A raise keeps the safety margin's part of the capacity below
+			// what the report proves (raiseMargin).
+			bucket = math.Max(bucket, math.Min(top-since-before-m.raiseMargin(d), m.ceiling(d)))
 		}
 		// The provider's bucket holds what booked tickets will claim:
 		// what a new call may take is the rest.
@@ -622,19 +625,17 @@ func (m *memScope) follows(od DimensionObservation, d int) bool {
 	return od.HasLimit && od.Limit > 0 && (cfg == 0 || od.Limit <= cfg)
 }
 
-// reportedBucket is the provider's bucket d as a report of p (its
-// remaining, less what was granted since) has it: p, at most the bucket's
-// ceiling, and where p is more than the bucket's capacity, less the safety
-// margin's part of the capacity, (1 − SafetyMargin) × capacity, though
-// never below the capacity for it. Estimates of what a call will be
-// charged err by a little, and a burst sized to a provider's whole bucket
-// at rest would be refused for it; a bucket near empty refills at the
-// provider's rate, and follows it as reported.
-func (m *memScope) reportedBucket(d int, p float64) float64 {
-	if c := m.budgets[d].Capacity; p > c {
-		p = math.Max(c, p-(1-m.limits.margin())*c)
-	}
-	return math.Min(p, m.ceiling(d))
+// raiseMargin is what a report's raise of bucket d keeps below what the
+// report proves: the safety margin's part of the capacity, (1 −
+// SafetyMargin) × capacity. Estimates of a call's charge err a little low
+// at times (before any call settled to calibrate them), and a call sent
+// late by another worker may reach the provider after the observed one yet
+// be answered before it is observed, counted nowhere: a burst sized to the
+// provider's whole bucket at rest, or a raise to its last token under
+// load, was refused for it. A bucket near empty still refills at the
+// provider's rate.
+func (m *memScope) raiseMargin(d int) float64 {
+	return (1 - m.limits.margin()) * m.budgets[d].Capacity
 }
 
 // ceiling is the most a provider's report may raise bucket d to: its

@@ -780,20 +780,13 @@ end
 -- everything granted after the observed call and what the leases granted
 -- before it and still live hold; a bucket below that range is raised to
 -- its bottom (only where the report is of the configured budget, follows),
--- one above it lowered to its top, both bounds as memScope.reportedBucket
--- has them. Booked tickets then follow the new levels (retime). Reset
+-- one above it lowered to its top; both bounds at most the ceiling, the
+-- raise less memScope.raiseMargin. Booked tickets then follow the new levels (retime). Reset
 -- values are never used as rates.
 local function observe(o)
   local changed = lowerLimits(o)
   local margin = S.margin
   if margin == 0 then margin = DEFAULT_MARGIN end
-  -- reported is the provider's bucket d as a report of p has it
-  -- (memScope.reportedBucket).
-  local function reported(d, p)
-    local c = S.capacity[d]
-    if p > c then p = max(c, p - (1 - margin) * c) end
-    return min(p, ceiling(d))
-  end
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
       -- uncounted: what the provider surely had not counted; since: what
@@ -813,8 +806,12 @@ local function observe(o)
         end
       end
       local top = o.remaining[d] - uncounted
-      local bucket = min(S.level[d] + S.booked[d], reported(d, top))
-      if follows(o, d) then bucket = max(bucket, reported(d, top - since - before)) end
+      local bucket = min(S.level[d] + S.booked[d], min(top, ceiling(d)))
+      if follows(o, d) then
+        -- A raise keeps the margin's part of the capacity below what the
+        -- report proves (memScope.raiseMargin).
+        bucket = max(bucket, min(top - since - before - (1 - margin) * S.capacity[d], ceiling(d)))
+      end
       -- The provider's bucket holds what booked tickets will claim: what
       -- a new call may take is the rest.
       local level = bucket - S.booked[d]
