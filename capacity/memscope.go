@@ -551,9 +551,12 @@ func boundReported(reported, cfg int64) int64 {
 // as down: the provider's bucket (level + booked) becomes the remaining
 // minus what was granted after the observed request left (and, where the
 // remaining does not count calls in flight, minus what the leases granted
-// before it and still live hold), at most the bucket's ceiling. It follows the report up only where
-// the report is of the configured budget (follows). Booked tickets then
-// follow the new levels (retime). Reset values are never used as rates.
+// before it and still live hold), at most the bucket's ceiling. It follows
+// the report up only where the report is of the configured budget (follows)
+// and its remaining is above zero: providers report a bucket in debt (after
+// a lowered limit, or output charged at the end of a call) as 0, which
+// bounds the level from above only. Booked tickets then follow the new
+// levels (retime). Reset values are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
 	changed := m.lowerLimits(o, now)
 	for d := range numBuckets {
@@ -579,7 +582,7 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		// The provider's bucket holds what booked tickets will claim:
 		// what a new call may take is the rest.
 		level := math.Min(float64(od.Remaining)-since, m.ceiling(d)) - m.booked[d]
-		if !m.follows(od, d) {
+		if !m.follows(od, d) || od.Remaining <= 0 {
 			level = math.Min(level, m.level[d])
 		}
 		if math.Abs(level-m.level[d]) > RetimeMove*m.budgets[d].Capacity {

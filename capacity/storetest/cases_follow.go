@@ -45,6 +45,25 @@ var followCases = []Case{
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-9, "it lowers it")
 	}},
+	{"EmptyReportNeverRaisesLevel", func(h *harness) {
+		// A 429 pauses the scope for 2 s: the provider's bucket is taken to
+		// be 2 s of refill in debt. Providers report a bucket in debt as
+		// remaining 0, so a 0 that arrives after the 429 (a call in flight
+		// answered late) must not pay that debt off.
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // 1000/s
+		le := h.grant(h.req(l, tokens(5000, 0)))
+		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.Cooldown, Until: h.clock.Now().Add(2 * time.Second)}))
+		debt := h.level(capacity.Tokens)
+		require.Less(h.t, debt, -1000.0, "the cooldown leaves the bucket in debt")
+		o := reported(capacity.Tokens, 60000, 0)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, debt, h.level(capacity.Tokens), 1e-9, "remaining 0 only bounds the level from above")
+		o = reported(capacity.Tokens, 60000, 800)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 800, h.level(capacity.Tokens), 1e-9, "a remaining above zero is followed up")
+	}},
 	{"RemainingExcludingCallsInFlightDiscountsThem", func(h *harness) {
 		l := capacity.Limits{OutputTokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Minute}
 		h.grant(h.req(l, output(2000))) // sent before le, still in flight: not counted by the provider yet

@@ -777,9 +777,11 @@ end
 -- as down: the provider's bucket (level + booked) becomes the remaining
 -- minus what was granted after the observed request left (and, where the
 -- remaining does not count calls in flight, minus what the leases granted
--- before it and still live hold), at most the bucket's ceiling. It follows the report up only where
--- the report is of the configured budget (follows). Booked tickets then
--- follow the new levels (retime). Reset values are never used as rates.
+-- before it and still live hold), at most the bucket's ceiling. It follows
+-- the report up only where the report is of the configured budget (follows)
+-- and its remaining is above zero: a bucket in debt is reported as 0, which
+-- bounds the level from above only. Booked tickets then follow the new
+-- levels (retime). Reset values are never used as rates.
 local function observe(o)
   local changed = lowerLimits(o)
   for d = 1, NB do
@@ -797,7 +799,7 @@ local function observe(o)
       -- The provider's bucket holds what booked tickets will claim: what
       -- a new call may take is the rest.
       local level = min(o.remaining[d] - since, ceiling(d)) - S.booked[d]
-      if not follows(o, d) then level = min(level, S.level[d]) end
+      if not follows(o, d) or o.remaining[d] <= 0 then level = min(level, S.level[d]) end
       if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
       S.level[d] = level
     end
