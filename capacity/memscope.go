@@ -547,16 +547,24 @@ func boundReported(reported, cfg int64) int64 {
 }
 
 // observe applies a provider report: lowered limits (lowerLimits), and the
-// level of each reported bucket follows the reported remaining, up as well
-// as down: the provider's bucket (level + booked) becomes the remaining
-// minus what was granted after the observed request left (and, where the
-// remaining does not count calls in flight, minus what the leases granted
-// before it and still live hold), at most the bucket's ceiling. It follows
-// the report up only where the report is of the configured budget (follows)
-// and its remaining is above zero: providers report a bucket in debt (after
-// a lowered limit, or output charged at the end of a call) as 0, which
-// bounds the level from above only. Booked tickets then follow the new
-// levels (retime). Reset values are never used as rates.
+// level of each reported bucket moves as far as the report proves. What
+// the report counted of the calls granted after the observed one left is
+// unknown: a provider that reports its bucket when it admits a call
+// counted none of them, one that reports it when it answers counted those
+// that reached it meanwhile. So the provider's bucket (level + booked) is
+// at most the remaining (less, where the remaining does not count calls in
+// flight, what the leases granted before it and still live hold), and at
+// least that less everything granted since and what the leases granted
+// before it and still live hold (sent late, they may have reached the
+// provider after it): a bucket below that range is raised to its bottom,
+// one above it is lowered to its top, one inside it is left as it is; both
+// bounds at most the ceiling, the raise less raiseMargin. It raises only
+// where the report is of the configured budget (follows) and its remaining
+// is above zero: providers report a bucket in debt (after a lowered limit,
+// or output charged at the end of a call) as 0, which bounds it from above
+// only. Booked tickets
+// then follow the new levels (retime). Reset values are never used as
+// rates.
 func (m *memScope) observe(o Observation, now time.Time) {
 	changed := m.lowerLimits(o, now)
 	for d := range numBuckets {
@@ -564,27 +572,36 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		if !od.HasRemaining || !m.budgets[d].Limited {
 			continue
 		}
-		var since float64
+		// uncounted: what the provider surely had not counted; since: what
+		// it may or may not have; before: calls granted before the observed
+		// one and still in flight, which may have reached the provider
+		// after it (another worker's, sent late).
+		var uncounted, since, before float64
 		if o.Mark.Valid {
 			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
 		}
-		if !o.Mark.Valid || od.InFlightExcluded {
-			// Unknown send time: assume everything in flight left after it.
-			// A remaining that excludes calls in flight is short of those
-			// granted before the observed call (the others are counted
-			// since).
-			for _, le := range m.leases {
-				if !o.Mark.Valid || le.Mark.Granted[d] <= o.Mark.Granted[d] {
-					since += float64(le.Charges[d])
-				}
+		for _, le := range m.leases {
+			switch {
+			case !o.Mark.Valid:
+				since += float64(le.Charges[d]) // unknown send time: any may have left after it
+			case le.Mark.Granted[d] > o.Mark.Granted[d]:
+				// granted after it: counted in since
+			case od.InFlightExcluded:
+				uncounted += float64(le.Charges[d]) // a remaining that excludes calls in flight
+			case le.Mark.Granted[d] < o.Mark.Granted[d]:
+				before += float64(le.Charges[d])
 			}
+		}
+		top := float64(od.Remaining) - uncounted
+		bucket := math.Min(m.level[d]+m.booked[d], math.Min(top, m.ceiling(d)))
+		if m.follows(od, d) && od.Remaining > 0 {
+			// A raise keeps the safety margin's part of the capacity below
+			// what the report proves (raiseMargin).
+			bucket = math.Max(bucket, math.Min(top-since-before-m.raiseMargin(d), m.ceiling(d)))
 		}
 		// The provider's bucket holds what booked tickets will claim:
 		// what a new call may take is the rest.
-		level := math.Min(float64(od.Remaining)-since, m.ceiling(d)) - m.booked[d]
-		if !m.follows(od, d) || od.Remaining <= 0 {
-			level = math.Min(level, m.level[d])
-		}
+		level := bucket - m.booked[d]
 		if math.Abs(level-m.level[d]) > RetimeMove*m.budgets[d].Capacity {
 			changed = true // tickets move only for a report that moves them more than a trifle
 		}
@@ -609,6 +626,19 @@ const RetimeMove = 0.01
 func (m *memScope) follows(od DimensionObservation, d int) bool {
 	cfg := m.limits.Limit(Dimension(d))
 	return od.HasLimit && od.Limit > 0 && (cfg == 0 || od.Limit <= cfg)
+}
+
+// raiseMargin is what a report's raise of bucket d keeps below what the
+// report proves: the safety margin's part of the capacity, (1 −
+// SafetyMargin) × capacity. Estimates of a call's charge err a little low
+// at times (before any call settled to calibrate them), and a call sent
+// late by another worker may reach the provider after the observed one yet
+// be answered before it is observed, counted nowhere: a burst sized to the
+// provider's whole bucket at rest, or a raise to its last token under
+// load, was refused for it. A bucket near empty still refills at the
+// provider's rate.
+func (m *memScope) raiseMargin(d int) float64 {
+	return (1 - m.limits.margin()) * m.budgets[d].Capacity
 }
 
 // ceiling is the most a provider's report may raise bucket d to: its

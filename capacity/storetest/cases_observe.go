@@ -24,13 +24,15 @@ var observeCases = []Case{
 		o := remaining(capacity.Tokens, 2000)
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 2000-300, h.level(capacity.Tokens), 1e-9)
+		// The provider has at most 2000 (at least 1700, had it not counted
+		// the call granted after le yet): the level is lowered to 2000.
+		assert.InDelta(h.t, 2000, h.level(capacity.Tokens), 1e-9)
 		// A remaining that does not say of which budget (no limit) never
 		// raises the level.
 		o = remaining(capacity.Tokens, 100000)
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 1700, h.level(capacity.Tokens), 1e-9)
+		assert.InDelta(h.t, 2000, h.level(capacity.Tokens), 1e-9)
 	}},
 	{"ObservedLowerLimitLowersBudget", func(h *harness) {
 		l := capacity.Limits{RequestsPerMinute: 600, SafetyMargin: 1, Burst: 5 * time.Second}

@@ -773,33 +773,49 @@ local function ceiling(d)
 end
 
 -- observe applies a provider report: lowered limits (lowerLimits), and the
--- level of each reported bucket follows the reported remaining, up as well
--- as down: the provider's bucket (level + booked) becomes the remaining
--- minus what was granted after the observed request left (and, where the
--- remaining does not count calls in flight, minus what the leases granted
--- before it and still live hold), at most the bucket's ceiling. It follows
--- the report up only where the report is of the configured budget (follows)
--- and its remaining is above zero: a bucket in debt is reported as 0, which
--- bounds the level from above only. Booked tickets then follow the new
+-- level of each reported bucket moves as far as the report proves
+-- (memScope.observe): the provider's bucket (level + booked) lies between
+-- the remaining (less, where the remaining does not count calls in flight,
+-- what the leases granted before it and still live hold) and that less
+-- everything granted after the observed call and what the leases granted
+-- before it and still live hold; a bucket below that range is raised to
+-- its bottom (only where the report is of the configured budget, follows),
+-- one above it lowered to its top; both bounds at most the ceiling, the
+-- raise less memScope.raiseMargin, and no raise from a remaining of 0 (a
+-- bucket in debt is reported as 0). Booked tickets then follow the new
 -- levels (retime). Reset values are never used as rates.
 local function observe(o)
   local changed = lowerLimits(o)
+  local margin = S.margin
+  if margin == 0 then margin = DEFAULT_MARGIN end
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
-      local since = 0
+      -- uncounted: what the provider surely had not counted; since: what
+      -- it may or may not have; before: calls granted before the observed
+      -- one and still in flight (memScope.observe).
+      local uncounted, since, before = 0, 0, 0
       if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
-      if not o.markValid or o.excluded[d] then
-        -- Unknown send time: assume everything in flight left after it. A
-        -- remaining that excludes calls in flight is short of those
-        -- granted before the observed call (the others are counted since).
-        for _, le in pairs(allLeases()) do
-          if not o.markValid or le.mark[d] <= o.mark[d] then since = since + le.charge[d] end
+      for _, le in pairs(allLeases()) do
+        if not o.markValid then
+          since = since + le.charge[d]
+        elseif le.mark[d] > o.mark[d] then
+          -- counted in since
+        elseif o.excluded[d] then
+          uncounted = uncounted + le.charge[d]
+        elseif le.mark[d] < o.mark[d] then
+          before = before + le.charge[d]
         end
+      end
+      local top = o.remaining[d] - uncounted
+      local bucket = min(S.level[d] + S.booked[d], min(top, ceiling(d)))
+      if follows(o, d) and o.remaining[d] > 0 then
+        -- A raise keeps the margin's part of the capacity below what the
+        -- report proves (memScope.raiseMargin).
+        bucket = max(bucket, min(top - since - before - (1 - margin) * S.capacity[d], ceiling(d)))
       end
       -- The provider's bucket holds what booked tickets will claim: what
       -- a new call may take is the rest.
-      local level = min(o.remaining[d] - since, ceiling(d)) - S.booked[d]
-      if not follows(o, d) or o.remaining[d] <= 0 then level = min(level, S.level[d]) end
+      local level = bucket - S.booked[d]
       if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
       S.level[d] = level
     end
