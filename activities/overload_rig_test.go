@@ -215,6 +215,8 @@ type rigOptions struct {
 	Limits  testsuite.Limits      // the provider's
 	Gate    capacity.Limits       // tollgate's; zero: gateLimits(Limits)
 	Latency testsuite.LatencyFunc // zero: 20 ms
+	// HeadersAt is when the provider computes its rate-limit headers.
+	HeadersAt testsuite.HeadersTime
 	// NewStore returns the store of each worker; nil: one memory store.
 	NewStore func() capacity.Store
 	Workers  int           // zero: 1
@@ -269,10 +271,11 @@ func newRig(t *testing.T, c client.Client, opts rigOptions) *rig {
 		opts.NewStore = func() capacity.Store { return mem }
 	}
 	fp, err := testsuite.New(testsuite.Options{
-		Models:  []testsuite.Model{{Name: overloadModel, Provider: testsuite.OpenAI, Limits: opts.Limits}},
-		Keys:    []string{e2eKey},
-		Seed:    11,
-		Latency: opts.Latency,
+		Models:    []testsuite.Model{{Name: overloadModel, Provider: testsuite.OpenAI, Limits: opts.Limits}},
+		Keys:      []string{e2eKey},
+		Seed:      11,
+		Latency:   opts.Latency,
+		HeadersAt: opts.HeadersAt,
 	})
 	require.NoError(t, err)
 	t.Cleanup(fp.Close)

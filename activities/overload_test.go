@@ -659,15 +659,37 @@ func randomPrefix(name string) string {
 // TestUnseenClient: a client tollgate does not see spends 20 % of the key's
 // token budget (Spend, every 100 ms) while a 200-call tollgate batch runs
 // with the default safety margin (5 %). Tollgate learns the rest from the
-// provider's headers: at most one 429 per 30 s for its calls.
+// provider's headers: at most one 429 per 30 s for its calls. Twice: with
+// headers computed as the provider answers (20 ms calls), and as it admits
+// (1 s calls, so that a report misses a second of tollgate's own calls and
+// of the other client's spending).
 func TestUnseenClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	const n = 200
 	srv := devserver.StartForTest(t)
+	for _, tt := range []struct {
+		name      string
+		headersAt testsuite.HeadersTime
+		latency   time.Duration
+	}{
+		{"HeadersAtAnswer", testsuite.HeadersAtAnswer, 20 * time.Millisecond},
+		{"HeadersAtAdmission", testsuite.HeadersAtAdmission, time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			latency := func(testsuite.Call, int64) time.Duration { return tt.latency }
+			unseenClient(t, srv.Client(), rigOptions{HeadersAt: tt.headersAt, Latency: latency})
+		})
+	}
+}
+
+// unseenClient runs TestUnseenClient's batch on a rig of ro (its limits
+// set here).
+func unseenClient(t *testing.T, c client.Client, ro rigOptions) {
+	const n = 200
 	lim := testsuite.Limits{RequestsPerMinute: 60_000, TokensPerMinute: 150_000, BurstWindow: 5 * time.Second}
-	r := newRig(t, srv.Client(), rigOptions{Limits: lim})
+	ro.Limits = lim
+	r := newRig(t, c, ro)
 	// 50 tokens every 100 ms: 500 of the 2,500 tokens/s.
 	const tick = 100 * time.Millisecond
 	unseen := testsuite.Demand{InputTokens: 30, MaxTokens: 20}

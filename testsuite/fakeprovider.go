@@ -103,6 +103,9 @@ type Options struct {
 	// NoRecord turns the record off (Entries and Report see nothing), for
 	// long benchmarks that do not need it.
 	NoRecord bool
+	// HeadersAt is when an answer's rate-limit headers are computed. If
+	// zero, HeadersAtAnswer.
+	HeadersAt HeadersTime
 }
 
 // FakeProvider is an HTTP server on 127.0.0.1 that speaks the OpenAI chat
@@ -177,6 +180,9 @@ func newProvider(opts Options) (*FakeProvider, error) {
 		return nil, fmt.Errorf("testsuite: MaxBodyBytes %d is negative", opts.MaxBodyBytes)
 	}
 	if err := opts.Faults.validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.HeadersAt.validate(); err != nil {
 		return nil, err
 	}
 	p := &FakeProvider{

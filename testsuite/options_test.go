@@ -35,6 +35,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{"fault share over 1", testsuite.Options{Faults: testsuite.Faults{ConnReset: 1.5}}, "Faults.ConnReset"},
 		{"fault share NaN", testsuite.Options{Faults: testsuite.Faults{Slow: nan()}}, "Faults.Slow"},
 		{"early faults over 1", testsuite.Options{Faults: testsuite.Faults{Overloaded: 0.6, RateLimited: 0.6}}, "exceeds 1"},
+		{"unknown headers time", testsuite.Options{HeadersAt: 7}, "HeadersAt"},
 		{"negative slow latency", testsuite.Options{Faults: testsuite.Faults{SlowLatency: -time.Second}}, "SlowLatency"},
 	}
 	for _, tt := range tests {

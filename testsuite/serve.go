@@ -166,6 +166,9 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect)
 	canceled := p.sleep(r.Context(), wait+flt.extraWait)
 	done := p.clock.Now()
 	settled, sn := st.settle(done, &d)
+	if p.opts.HeadersAt == HeadersAtAdmission {
+		sn = dec.snap
+	}
 	e.Settled = settled
 	e.Usage = Usage{InputTokens: d.input, OutputTokens: d.output,
 		CacheReadTokens: d.cacheRead, CacheCreationTokens: d.cacheCreation}

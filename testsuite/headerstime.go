@@ -1,0 +1,39 @@
+package testsuite
+
+import "fmt"
+
+// HeadersTime is when an answer's rate-limit headers are computed.
+// Providers differ, and say little: one that streams sends its headers
+// before the answer exists, so they show the buckets as the request was
+// admitted; one that computes them as it answers has counted every request
+// admitted while the call ran. A client must keep to the limits under both
+// (a report from the past; calls it sent since may or may not be in it).
+type HeadersTime int
+
+const (
+	// HeadersAtAnswer computes the headers as the answer is written: the
+	// buckets then, after the refill and the admissions while the call
+	// ran (and, on Anthropic accounting, the call's own output). The
+	// default.
+	HeadersAtAnswer HeadersTime = iota
+	// HeadersAtAdmission computes them as the request is admitted: the
+	// buckets after its own charge, before any request admitted later.
+	HeadersAtAdmission
+)
+
+func (t HeadersTime) String() string {
+	switch t {
+	case HeadersAtAnswer:
+		return "answer"
+	case HeadersAtAdmission:
+		return "admission"
+	}
+	return fmt.Sprintf("HeadersTime(%d)", int(t))
+}
+
+func (t HeadersTime) validate() error {
+	if t != HeadersAtAnswer && t != HeadersAtAdmission {
+		return fmt.Errorf("testsuite: unknown HeadersAt %v", t)
+	}
+	return nil
+}
