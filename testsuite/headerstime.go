@@ -31,6 +31,26 @@ func (t HeadersTime) String() string {
 	return fmt.Sprintf("HeadersTime(%d)", int(t))
 }
 
+// MarshalText returns the name of t ("answer", "admission").
+func (t HeadersTime) MarshalText() ([]byte, error) {
+	if err := t.validate(); err != nil {
+		return nil, err
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText sets t from its name ("answer" or "admission"), for flags
+// (flag.TextVar) and configuration files.
+func (t *HeadersTime) UnmarshalText(b []byte) error {
+	for _, c := range []HeadersTime{HeadersAtAnswer, HeadersAtAdmission} {
+		if string(b) == c.String() {
+			*t = c
+			return nil
+		}
+	}
+	return fmt.Errorf("testsuite: unknown HeadersTime %q (answer or admission)", b)
+}
+
 func (t HeadersTime) validate() error {
 	if t != HeadersAtAnswer && t != HeadersAtAdmission {
 		return fmt.Errorf("testsuite: unknown HeadersAt %v", t)

@@ -53,3 +53,17 @@ func TestHeadersAt(t *testing.T) {
 		})
 	}
 }
+
+func TestHeadersTimeText(t *testing.T) {
+	for _, name := range []string{"answer", "admission"} {
+		var h testsuite.HeadersTime
+		require.NoError(t, h.UnmarshalText([]byte(name)))
+		b, err := h.MarshalText()
+		require.NoError(t, err)
+		assert.Equal(t, name, string(b))
+	}
+	var h testsuite.HeadersTime
+	assert.ErrorContains(t, h.UnmarshalText([]byte("later")), `unknown HeadersTime "later"`)
+	_, err := testsuite.HeadersTime(9).MarshalText()
+	assert.Error(t, err)
+}

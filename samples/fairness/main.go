@@ -9,6 +9,7 @@ import (
 	"os/signal"
 
 	"github.com/tollgate-dev/tollgate/internal/workerproc"
+	"github.com/tollgate-dev/tollgate/testsuite"
 
 	"github.com/tollgate-dev/tollgate/testsuite/devserver"
 )
@@ -34,6 +35,7 @@ func main() {
 	flag.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout (the table goes to stderr)")
 	flag.BoolVar(&short, "short", false, "short phases (D at +6 s, 6 s more) instead of +12 s and 18 s")
 	flag.DurationVar(&o.Timeout, "timeout", 0, "longest wait for the first tenant to drain (default 3 × the planned length)")
+	flag.TextVar(&o.HeadersAt, "headers", testsuite.HeadersAtAnswer, "when the fake provider computes its rate-limit headers: answer or admission")
 	flag.StringVar(&csvPath, "csv", "", "also write the fake provider's record, one request a line, to this file")
 	flag.Parse()
 	o.Phases = FullPhases

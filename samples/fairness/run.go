@@ -32,6 +32,9 @@ type Options struct {
 	// Timeout bounds the wait for the first bulk tenant to drain. If zero,
 	// three times the planned length (Newcomer + After).
 	Timeout time.Duration
+	// HeadersAt is when the fake provider computes its rate-limit headers.
+	// If zero, as it answers.
+	HeadersAt testsuite.HeadersTime
 }
 
 // Result is what a run measured.
@@ -66,11 +69,12 @@ func Run(ctx context.Context, env *Env, o Options) (Result, error) {
 	}
 	fmt.Fprintf(env.Log, "plan: %s\n", plan.describe())
 	fp, err := testsuite.New(testsuite.Options{
-		Models:  []testsuite.Model{{Name: Model, Provider: testsuite.OpenAI, Limits: plan.Limits}},
-		Keys:    []string{apiKey},
-		Seed:    o.Seed,
-		Output:  Output(o.Seed),
-		Latency: Latency,
+		Models:    []testsuite.Model{{Name: Model, Provider: testsuite.OpenAI, Limits: plan.Limits}},
+		Keys:      []string{apiKey},
+		Seed:      o.Seed,
+		Output:    Output(o.Seed),
+		Latency:   Latency,
+		HeadersAt: o.HeadersAt,
 	})
 	if err != nil {
 		return r, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/workerproc"
+	"github.com/tollgate-dev/tollgate/testsuite"
 
 	"github.com/tollgate-dev/tollgate/testsuite/devserver"
 )
@@ -41,6 +42,7 @@ func main() {
 	flag.StringVar(&providers, "providers", "openai,anthropic", "provider accountings to run")
 	flag.StringVar(&buckets, "buckets", "5s,1m", "provider buckets to run (5s, 1m)")
 	flag.StringVar(&o.Redis, "redis", defaultRedis, "Redis of tollgate-redis (default $TOLLGATE_REDIS_ADDR)")
+	flag.TextVar(&o.HeadersAt, "headers", testsuite.HeadersAtAnswer, "when the fake provider computes its rate-limit headers: answer or admission")
 	flag.BoolVar(&jsonOut, "json", false, "print one JSON object per run on stdout (the table goes to stderr)")
 	flag.StringVar(&htmlPath, "html", "goodput.html", "where to write the chart")
 	flag.Parse()
@@ -129,6 +131,9 @@ type Options struct {
 	Providers       []Provider
 	Buckets         []Bucket
 	Redis           string
+	// HeadersAt is when the fake provider computes its rate-limit headers
+	// (Spec.HeadersAt).
+	HeadersAt testsuite.HeadersTime
 }
 
 // Compare runs every selected strategy for every selected provider and
@@ -146,7 +151,7 @@ func Compare(ctx context.Context, env *Env, o Options) ([]Result, error) {
 			fmt.Fprintf(env.Log, "%s, %s buckets: %s\n", p.Name, b.Name, describe(Plan(p, b, o.Workload, o.Target)))
 			for _, s := range o.Strategies {
 				start := time.Now()
-				r, err := run(ctx, env, Spec{Strategy: s, Provider: p, Bucket: b, Workload: o.Workload, Target: o.Target, Timeout: o.Timeout})
+				r, err := run(ctx, env, Spec{Strategy: s, Provider: p, Bucket: b, Workload: o.Workload, Target: o.Target, Timeout: o.Timeout, HeadersAt: o.HeadersAt})
 				if errors.Is(err, ErrSkipped) {
 					fmt.Fprintf(env.Log, "  %-15s skipped: %v\n", s, err)
 					continue

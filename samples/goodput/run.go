@@ -35,6 +35,9 @@ type Spec struct {
 	// completed, its drain is the timeout (a lower bound) and its drain
 	// ratio is over Target (Row). If zero, defaultTimeouts × Target.
 	Timeout time.Duration
+	// HeadersAt is when the fake provider computes its rate-limit headers.
+	// If zero, as it answers.
+	HeadersAt testsuite.HeadersTime
 }
 
 // Result is what one run measured.
@@ -72,11 +75,12 @@ func run(ctx context.Context, env *Env, s Spec) (Result, error) {
 	}
 	r := Result{Spec: s, Limits: Plan(s.Provider, s.Bucket, s.Workload, s.Target)}
 	fp, err := testsuite.New(testsuite.Options{
-		Models:  []testsuite.Model{{Name: s.Provider.Model, Provider: s.Provider.Wire, Limits: r.Limits}},
-		Keys:    []string{apiKey},
-		Seed:    s.Workload.Seed,
-		Output:  Output(s.Workload.Seed),
-		Latency: Latency,
+		Models:    []testsuite.Model{{Name: s.Provider.Model, Provider: s.Provider.Wire, Limits: r.Limits}},
+		Keys:      []string{apiKey},
+		Seed:      s.Workload.Seed,
+		Output:    Output(s.Workload.Seed),
+		Latency:   Latency,
+		HeadersAt: s.HeadersAt,
 	})
 	if err != nil {
 		return r, err
