@@ -487,12 +487,23 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64
 		ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
 		Charges: c, Class: req.Class, Key: req.Fairness.Key, Weight: weight,
 		GrantedAt: now, Expires: now.Add(ttl),
-		Mark: Mark{Valid: true, Granted: m.granted},
+		Mark: Mark{Valid: true, Granted: m.granted, InFlight: m.leaseCharges()},
 	}
 	m.leases[req.Call] = le
 	m.inflight++
 	m.noteExpiry(le.Expires)
 	return le
+}
+
+// leaseCharges is what the live leases hold, per dimension.
+func (m *memScope) leaseCharges() [NumDimensions]float64 {
+	var sum [NumDimensions]float64
+	for _, le := range m.leases {
+		for d := range sum {
+			sum[d] += float64(le.Charges[d])
+		}
+	}
+	return sum
 }
 
 func (m *memScope) dropLease(call string) {
@@ -554,17 +565,17 @@ func boundReported(reported, cfg int64) int64 {
 // that reached it meanwhile. So the provider's bucket (level + booked) is
 // at most the remaining (less, where the remaining does not count calls in
 // flight, what the leases granted before it and still live hold), and at
-// least that less everything granted since and what the leases granted
-// before it and still live hold (sent late, they may have reached the
-// provider after it): a bucket below that range is raised to its bottom,
+// least that less everything granted since and what the calls in flight
+// when it was granted held (Mark.InFlight; sent late, they may have reached
+// the provider after it, and been answered before the report is read): a
+// bucket below that range is raised to its bottom,
 // one above it is lowered to its top, one inside it is left as it is; both
 // bounds at most the ceiling, the raise less raiseMargin. It raises only
 // where the report is of the configured budget (follows) and its remaining
 // is above zero: providers report a bucket in debt (after a lowered limit,
 // or output charged at the end of a call) as 0, which bounds it from above
-// only. Booked tickets
-// then follow the new levels (retime). Reset values are never used as
-// rates.
+// only. Booked tickets then follow the new levels (retime). Reset values
+// are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
 	changed := m.lowerLimits(o, now)
 	for d := range numBuckets {
@@ -591,6 +602,11 @@ func (m *memScope) observe(o Observation, now time.Time) {
 			case le.Mark.Granted[d] < o.Mark.Granted[d]:
 				before += float64(le.Charges[d])
 			}
+		}
+		if o.Mark.Valid {
+			// The calls in flight at its grant, answered since, are in
+			// neither the live leases nor since.
+			before = math.Max(before, o.Mark.InFlight[d]-uncounted)
 		}
 		top := float64(od.Remaining) - uncounted
 		bucket := math.Min(m.level[d]+m.booked[d], math.Min(top, m.ceiling(d)))

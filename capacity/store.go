@@ -227,11 +227,16 @@ func itoa(n int) string {
 }
 
 // Mark is a point in a scope's grant history: the cumulative charges granted
-// per dimension when a lease was granted. Observe uses it to discount what was
-// granted after the observed request left.
+// per dimension when a lease was granted, and what the calls then in flight
+// held. Observe uses it to discount what was granted after the observed
+// request left, and what was sent before it but may have reached the
+// provider after it.
 type Mark struct {
 	Valid   bool
 	Granted [NumDimensions]float64
+	// InFlight is what the leases live when this one was granted held, per
+	// dimension (zero in a mark from before scripts 4.4).
+	InFlight [NumDimensions]float64
 }
 
 // Lease is a granted reservation, held while the call is in flight.

@@ -25,7 +25,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "4.3"
+const scriptVersion = "4.4"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -39,7 +39,7 @@ const (
 const (
 	reserveFields = 23 // day boundary, next boundary, attempt, class, charges x7, ttl, deadline, book, since, rank, floor, flow weight, fairness key, share, tokens per day, fair start, limits signature
 	settleFields  = 18 // day boundary, next boundary, attempt, final minus reserved x7, class, fairness key, flow weight, reserved x4 (the buckets), granted at
-	observeFields = 27 // day boundary, next boundary, per bucket: has limit, limit, has remaining, remaining; mark valid, mark x4; per bucket: remaining excludes calls in flight
+	observeFields = 31 // day boundary, next boundary, per bucket: has limit, limit, has remaining, remaining; mark valid, mark x4; per bucket: remaining excludes calls in flight; mark's in flight x4
 )
 
 // Field names of a stored lease and ticket (a line of name=value pairs, a
@@ -51,6 +51,7 @@ const (
 	fieldExpires   = "expires"
 	fieldCharge    = "charge"
 	fieldMark      = "mark"
+	fieldInFlight  = "inflight"
 	fieldAt        = "at"
 	fieldTold      = "told"
 	fieldKey       = "key"
@@ -77,6 +78,7 @@ var (
 		{fieldAttempt, kindNumber}, {fieldClass, kindNumber}, {fieldGrantedAt, kindNumber},
 		{fieldExpires, kindNumber}, {fieldCharge, kindDimension}, {fieldMark, kindDimension},
 		{fieldKey, kindString}, {fieldWeight, kindNumber}, // its flow (4.0): lua/fair.lua
+		{fieldInFlight, kindDimension}, // what the leases then live held (4.4): Mark.InFlight
 	}
 	ticketFields = []recordField{
 		{fieldAt, kindNumber}, {fieldExpires, kindNumber}, {fieldClass, kindNumber}, {fieldCharge, kindDimension},

@@ -55,6 +55,9 @@ func (s *Store) observeOp(ctx context.Context, k *scopeKeys, obs capacity.Observ
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
 		fields = append(fields, boolArg(obs.Dims[d].InFlightExcluded))
 	}
+	for d := capacity.Requests; d <= capacity.Tokens; d++ {
+		fields = append(fields, obs.Mark.InFlight[d])
+	}
 	return &op{ctx: ctx, code: opObserve, fields: fields}
 }
 

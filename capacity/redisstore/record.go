@@ -68,6 +68,7 @@ func (r record) lease(sc capacity.Scope, call string) capacity.Lease {
 	}
 	for _, d := range capacity.Dimensions() {
 		le.Mark.Granted[d] = r.n[fieldMark+"."+d.String()]
+		le.Mark.InFlight[d] = r.n[fieldInFlight+"."+d.String()]
 	}
 	le.ID = capacity.LeaseID(call, le.Attempt)
 	return le

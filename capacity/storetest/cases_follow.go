@@ -86,8 +86,20 @@ var followCases = []Case{
 		o.Mark = second.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 3000, h.level(capacity.Tokens), 1e-9, "raised, first still in flight")
+		// Answered since, first is in neither the live leases nor since: it
+		// was in flight when second was granted (Mark.InFlight), and still
+		// counts.
 		require.NoError(h.t, h.store.Settle(h.ctx, first, first.Charges))
 		require.NoError(h.t, h.store.Settle(h.ctx, second, second.Charges))
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 3000, h.level(capacity.Tokens), 1e-9, "first answered: no higher")
+		o.Mark = first.Mark // nothing in flight at its grant, second since
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 3000, h.level(capacity.Tokens), 1e-9, "between 3000 and 4000: left")
+		later := h.grant(h.req(l, tokens(0, 0))) // nothing in flight at its grant, nothing since
+		require.NoError(h.t, h.store.Settle(h.ctx, later, later.Charges))
+		o = reported(capacity.Tokens, 60000, 4000)
+		o.Mark = later.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 4000, h.level(capacity.Tokens), 1e-9, "raised")
 		third := h.grant(h.req(l, tokens(500, 0))) // 3500 left
@@ -99,6 +111,22 @@ var followCases = []Case{
 		o.Mark = third.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-9)
+	}},
+	{"RaiseDiscountsCallsInFlightAtItsGrant", func(h *harness) {
+		// late was granted first and reached the provider after the observed
+		// call (sent late, by another worker): a provider that reports at
+		// admission has not counted it, though it was answered before the
+		// report is read. The raise keeps what it held below the report.
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // capacity 5000
+		late := h.grant(h.req(l, tokens(1000, 0)))
+		observed := h.grant(h.req(l, tokens(2000, 0))) // 2000 left
+		assert.InDelta(h.t, 1000, observed.Mark.InFlight[capacity.Tokens], 1e-9, "the mark holds what was in flight")
+		require.NoError(h.t, h.store.Settle(h.ctx, late, late.Charges))
+		require.NoError(h.t, h.store.Settle(h.ctx, observed, observed.Charges))
+		o := reported(capacity.Tokens, 60000, 4500) // the provider refilled 1500 and had not counted late
+		o.Mark = observed.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 3500, h.level(capacity.Tokens), 1e-9, "raised to the report less what was in flight at its grant")
 	}},
 	{"ReportKeepsTheSafetyMarginsHeadroom", func(h *harness) {
 		// The default margin, 0.95: the bucket holds 4750 of the provider's

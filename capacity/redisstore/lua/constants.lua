@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "4.3"
+local SCRIPT_VERSION = "4.4"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -83,7 +83,7 @@ local OP_RESERVE = 1
 local OP_SETTLE = 2
 local OP_OBSERVE = 3
 -- fields of each operation after its code and call
-local OP_FIELDS = {[1] = 23, [2] = 18, [3] = 27}
+local OP_FIELDS = {[1] = 23, [2] = 18, [3] = 31}
 -- KEYS of a scope script (keys.go)
 local K_EPOCH = 1
 local K_CRED_BLOCK = 2
@@ -96,6 +96,6 @@ local K_ENDED = 8
 local K_FLOWS = 9
 local K_KEY_CAPS = 10
 -- a stored lease (constants.go: leaseFields)
-local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}}
+local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}, {"inflight", "dimension"}}
 -- a stored ticket (constants.go: ticketFields)
 local TICKET_FIELDS = {{"at", "number"}, {"expires", "number"}, {"class", "number"}, {"charge", "dimension"}, {"told", "number"}, {"key", "string"}, {"rank", "number"}, {"floor", "number"}, {"weight", "number"}, {"start", "number"}, {"finish", "number"}}

@@ -17,7 +17,7 @@
 --       and weight, reserved x4 (the buckets), granted at
 --   OP_OBSERVE: day boundary, next boundary, for each bucket: has limit,
 --       limit, has remaining, remaining; mark valid, mark x4; for each
---       bucket: remaining excludes calls in flight
+--       bucket: remaining excludes calls in flight; the mark's in flight x4
 -- Reply: header('B'), then one result per operation.
 -- A reserve's result:
 --   {'G', room, probe, lease}       granted: a new lease, a repeat or a
@@ -339,13 +339,15 @@ end
 -- observeOp reads the observation at ARGV[i] (its fields).
 local function observeOp(i)
   local f = numbers(i, OP_FIELDS[OP_OBSERVE])
-  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = f[19] == 1, mark = {}, excluded = {}}
+  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = f[19] == 1, mark = {}, excluded = {},
+    inflight = {}}
   for d = 1, NB do
     local j = 2 + (d - 1) * 4
     o.hasLimit[d], o.limit[d] = f[j + 1] == 1, f[j + 2]
     o.hasRemaining[d], o.remaining[d] = f[j + 3] == 1, f[j + 4]
     o.mark[d] = f[19 + d]
     o.excluded[d] = f[23 + d] == 1
+    o.inflight[d] = f[27 + d]
   end
   BOUND1, BOUND2 = f[1], f[2]
   return o

@@ -806,6 +806,9 @@ local function observe(o)
           before = before + le.charge[d]
         end
       end
+      -- The calls in flight at its grant, answered since, are in neither
+      -- the live leases nor since.
+      if o.markValid then before = max(before, o.inflight[d] - uncounted) end
       local top = o.remaining[d] - uncounted
       local bucket = min(S.level[d] + S.booked[d], min(top, ceiling(d)))
       if follows(o, d) and o.remaining[d] > 0 then
