@@ -487,7 +487,7 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64
 		ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
 		Charges: c, Class: req.Class, Key: req.Fairness.Key, Weight: weight,
 		GrantedAt: now, Expires: now.Add(ttl),
-		Mark: Mark{Valid: true, Granted: m.granted, InFlight: m.leaseCharges()},
+		Mark: Mark{Valid: true, Granted: m.granted, InFlight: m.recentLeaseCharges(now)},
 	}
 	m.leases[req.Call] = le
 	m.inflight++
@@ -495,10 +495,22 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64
 	return le
 }
 
-// leaseCharges is what the live leases hold, per dimension.
-func (m *memScope) leaseCharges() [NumDimensions]float64 {
+// ReorderWindow is how long before a call's grant another call may have
+// been granted and still reach the provider after it (sent late: by
+// another worker, or delayed on its way): Mark.InFlight counts the live
+// leases granted within it. A call granted earlier is taken to have
+// arrived first.
+const ReorderWindow = 250 * time.Millisecond
+
+// recentLeaseCharges is what the live leases granted within ReorderWindow
+// before now hold, per dimension.
+func (m *memScope) recentLeaseCharges(now time.Time) [NumDimensions]float64 {
 	var sum [NumDimensions]float64
+	since := now.Add(-ReorderWindow)
 	for _, le := range m.leases {
+		if le.GrantedAt.Before(since) {
+			continue
+		}
 		for d := range sum {
 			sum[d] += float64(le.Charges[d])
 		}
@@ -566,8 +578,9 @@ func boundReported(reported, cfg int64) int64 {
 // at most the remaining (less, where the remaining does not count calls in
 // flight, what the leases granted before it and still live hold), and at
 // least that less everything granted since and what the calls in flight
-// when it was granted held (Mark.InFlight; sent late, they may have reached
-// the provider after it, and been answered before the report is read): a
+// when it was granted, granted just before it, held (Mark.InFlight; sent
+// late, they may have reached the provider after it, and been answered
+// before the report is read): a
 // bucket below that range is raised to its bottom,
 // one above it is lowered to its top, one inside it is left as it is; both
 // bounds at most the ceiling, the raise less raiseMargin. It raises only

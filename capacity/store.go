@@ -234,8 +234,9 @@ func itoa(n int) string {
 type Mark struct {
 	Valid   bool
 	Granted [NumDimensions]float64
-	// InFlight is what the leases live when this one was granted held, per
-	// dimension (zero in a mark from before scripts 4.4).
+	// InFlight is what the leases live when this one was granted, and
+	// granted within ReorderWindow before it, held per dimension (zero in a
+	// mark from before scripts 4.4).
 	InFlight [NumDimensions]float64
 }
 

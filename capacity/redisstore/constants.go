@@ -78,7 +78,7 @@ var (
 		{fieldAttempt, kindNumber}, {fieldClass, kindNumber}, {fieldGrantedAt, kindNumber},
 		{fieldExpires, kindNumber}, {fieldCharge, kindDimension}, {fieldMark, kindDimension},
 		{fieldKey, kindString}, {fieldWeight, kindNumber}, // its flow (4.0): lua/fair.lua
-		{fieldInFlight, kindDimension}, // what the leases then live held (4.4): Mark.InFlight
+		{fieldInFlight, kindDimension}, // what the leases then live, and recent, held (4.4): Mark.InFlight
 	}
 	ticketFields = []recordField{
 		{fieldAt, kindNumber}, {fieldExpires, kindNumber}, {fieldClass, kindNumber}, {fieldCharge, kindDimension},
@@ -119,6 +119,7 @@ func luaConstants() []luaConstant {
 		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
 		{"RETIME_MOVE", capacity.RetimeMove, "capacity.RetimeMove"},
 		{"GATHER_SPACING", capacity.GatherSpacing.Microseconds(), "capacity.GatherSpacing (µs)"},
+		{"REORDER_WINDOW", capacity.ReorderWindow.Microseconds(), "capacity.ReorderWindow (µs)"},
 		{"MAX_FAIR_START", capacity.MaxFairStart.Microseconds(), "capacity.MaxFairStart (µs)"},
 		{"VIRTUAL_LOG_STEP", capacity.VirtualLogStep.Microseconds(), "capacity.VirtualLogStep (µs)"},
 		{"VIRTUAL_LOG_LENGTH", capacity.VirtualLogLength, "capacity.VirtualLogLength"},

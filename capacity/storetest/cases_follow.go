@@ -117,13 +117,15 @@ var followCases = []Case{
 		// call (sent late, by another worker): a provider that reports at
 		// admission has not counted it, though it was answered before the
 		// report is read. The raise keeps what it held below the report.
-		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // capacity 5000
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // 1000/s, capacity 5000
+		h.grant(h.req(l, tokens(500, 0)))                                                     // long in flight: it reached the provider first
+		h.clock.Advance(capacity.ReorderWindow + time.Millisecond)                            // 4500 + 251
 		late := h.grant(h.req(l, tokens(1000, 0)))
-		observed := h.grant(h.req(l, tokens(2000, 0))) // 2000 left
-		assert.InDelta(h.t, 1000, observed.Mark.InFlight[capacity.Tokens], 1e-9, "the mark holds what was in flight")
+		observed := h.grant(h.req(l, tokens(2000, 0))) // 1751 left
+		assert.InDelta(h.t, 1000, observed.Mark.InFlight[capacity.Tokens], 1e-9, "the mark holds what was granted just before it and in flight")
 		require.NoError(h.t, h.store.Settle(h.ctx, late, late.Charges))
 		require.NoError(h.t, h.store.Settle(h.ctx, observed, observed.Charges))
-		o := reported(capacity.Tokens, 60000, 4500) // the provider refilled 1500 and had not counted late
+		o := reported(capacity.Tokens, 60000, 4500) // the provider had not counted late
 		o.Mark = observed.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 3500, h.level(capacity.Tokens), 1e-9, "raised to the report less what was in flight at its grant")

@@ -31,6 +31,8 @@ local MAX_IDLE_FLOWS = 1024
 local RETIME_MOVE = 0.01
 -- capacity.GatherSpacing (µs)
 local GATHER_SPACING = 1000
+-- capacity.ReorderWindow (µs)
+local REORDER_WINDOW = 250000
 -- capacity.MaxFairStart (µs)
 local MAX_FAIR_START = 5000000
 -- capacity.VirtualLogStep (µs)

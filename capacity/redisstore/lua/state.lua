@@ -454,7 +454,9 @@ local function grantLease(c, fresh, req, weight)
   le.key, le.weight = req.key, weight
   for d = 1, ND do le.charge[d], le.mark[d] = c[d], S.granted[d] end
   for _, other in pairs(allLeases()) do
-    for d = 1, ND do le.inflight[d] = le.inflight[d] + other.charge[d] end
+    if other.granted_at >= NOW - REORDER_WINDOW then -- memScope.recentLeaseCharges
+      for d = 1, ND do le.inflight[d] = le.inflight[d] + other.charge[d] end
+    end
   end
   putLease(req.call, le)
   if S.leases == 0 then NEW_LEASE_KEY = true end
