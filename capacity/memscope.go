@@ -577,13 +577,12 @@ func boundReported(reported, cfg int64) int64 {
 // that reached it meanwhile. So the provider's bucket (level + booked) is
 // at most the remaining (less, where the remaining does not count calls in
 // flight, what the leases granted before it and still live hold), and at
-// least that less everything granted since and what the calls in flight
-// when it was granted, granted just before it, held (Mark.InFlight; sent
+// least that less everything granted since and what the calls granted
+// before it held while in flight (those still live, and Mark.InFlight: sent
 // late, they may have reached the provider after it, and been answered
-// before the report is read): a
-// bucket below that range is raised to its bottom,
-// one above it is lowered to its top, one inside it is left as it is; both
-// bounds at most the ceiling, the raise less raiseMargin. It raises only
+// before the report is read). A bucket below that range is raised to its
+// bottom, one above it is lowered to its top, one inside it is left as it
+// is; both bounds at most the ceiling, the raise less raiseMargin. It raises only
 // where the report is of the configured budget (follows) and its remaining
 // is above zero: providers report a bucket in debt (after a lowered limit,
 // or output charged at the end of a call) as 0, which bounds it from above
@@ -660,12 +659,12 @@ func (m *memScope) follows(od DimensionObservation, d int) bool {
 // raiseMargin is what a report's raise of bucket d keeps below what the
 // report proves: the safety margin's part of the capacity, (1 −
 // SafetyMargin) × capacity. Estimates of a call's charge err a little low
-// at times (before any call settled to calibrate them), and a call sent
-// late by another worker may reach the provider after the observed one yet
-// be answered before it is observed, counted nowhere: a burst sized to the
-// provider's whole bucket at rest, or a raise to its last token under
-// load, was refused for it. A bucket near empty still refills at the
-// provider's rate.
+// at times (before any call settled to calibrate them): a burst sized to
+// the provider's whole bucket at rest was refused for it. Near empty it
+// was added for a call another worker sent late, counted nowhere, before
+// Mark.InFlight discounted such calls (decision 0006); dropping it there
+// is measured but not yet shown safe under load. A bucket near empty still
+// refills at the provider's rate.
 func (m *memScope) raiseMargin(d int) float64 {
 	return (1 - m.limits.margin()) * m.budgets[d].Capacity
 }

@@ -1,6 +1,9 @@
 package testsuite
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // HeadersTime is when an answer's rate-limit headers are computed.
 // Providers differ, and say little: one that streams sends its headers
@@ -20,6 +23,9 @@ const (
 	// buckets after its own charge, before any request admitted later.
 	HeadersAtAdmission
 )
+
+// headersTimes are the defined HeadersTime values.
+var headersTimes = []HeadersTime{HeadersAtAnswer, HeadersAtAdmission}
 
 func (t HeadersTime) String() string {
 	switch t {
@@ -42,7 +48,7 @@ func (t HeadersTime) MarshalText() ([]byte, error) {
 // UnmarshalText sets t from its name ("answer" or "admission"), for flags
 // (flag.TextVar) and configuration files.
 func (t *HeadersTime) UnmarshalText(b []byte) error {
-	for _, c := range []HeadersTime{HeadersAtAnswer, HeadersAtAdmission} {
+	for _, c := range headersTimes {
 		if string(b) == c.String() {
 			*t = c
 			return nil
@@ -52,7 +58,7 @@ func (t *HeadersTime) UnmarshalText(b []byte) error {
 }
 
 func (t HeadersTime) validate() error {
-	if t != HeadersAtAnswer && t != HeadersAtAdmission {
+	if !slices.Contains(headersTimes, t) {
 		return fmt.Errorf("testsuite: unknown HeadersAt %v", t)
 	}
 	return nil

@@ -777,8 +777,9 @@ end
 -- (memScope.observe): the provider's bucket (level + booked) lies between
 -- the remaining (less, where the remaining does not count calls in flight,
 -- what the leases granted before it and still live hold) and that less
--- everything granted after the observed call and what the leases granted
--- before it and still live hold; a bucket below that range is raised to
+-- everything granted after the observed call and what the calls granted
+-- before it held in flight (those still live, and the mark's in flight,
+-- Mark.InFlight); a bucket below that range is raised to
 -- its bottom (only where the report is of the configured budget, follows),
 -- one above it lowered to its top; both bounds at most the ceiling, the
 -- raise less memScope.raiseMargin, and no raise from a remaining of 0 (a
