@@ -117,6 +117,7 @@ type figures struct {
 	Report              testsuite.Report
 	WastedAttempts      int
 	ProviderRateLimited map[testsuite.Cause]int
+	entries             []testsuite.Entry // the gated requests, in arrival order
 }
 
 func (f figures) String() string {
@@ -136,7 +137,7 @@ func measure(fp *testsuite.FakeProvider, scope testsuite.Scope, binding testsuit
 	}
 	lim, _ := fp.Limits(scope)
 	rep := testsuite.Analyze(entries, lim)
-	f := figures{Calls: calls, Requests: len(entries), Report: rep, Binding: binding, ProviderRateLimited: rep.RateLimited}
+	f := figures{Calls: calls, Requests: len(entries), Report: rep, Binding: binding, ProviderRateLimited: rep.RateLimited, entries: entries}
 	for _, n := range rep.RateLimited {
 		f.RateLimited += n
 	}
@@ -248,11 +249,33 @@ func assertGoodput(t *testing.T, f figures, res GoodputResult) {
 	t.Helper()
 	t.Logf("tollgate: %v", f)
 	assert.Equal(t, calls, res.OK, "every call completes")
-	assert.Zero(t, f.RateLimited, "zero provider 429s: %v", f.ProviderRateLimited)
+	if !assert.Zero(t, f.RateLimited, "zero provider 429s: %v", f.ProviderRateLimited) {
+		log429s(t, f)
+	}
 	assert.LessOrEqual(t, f.MaxOverBound, 1e-6, "the provider's budget was never exceeded in %v", f.Binding)
 	for _, d := range f.Report.Dimensions {
 		assert.LessOrEqualf(t, float64(d.Peak), d.Bound, "%v peak over its bound", d.Dimension)
 	}
 	assert.GreaterOrEqual(t, f.Utilization, 0.90, "utilization of the binding dimension over the busy interval")
 	assert.LessOrEqual(t, f.Makespan.Seconds(), 1.15*f.Ideal.Seconds(), "makespan within 15%% of charged ÷ limit")
+}
+
+// log429s logs each refused request of a run with the requests that arrived
+// in the second before it: when, how much, and what the provider had left,
+// so a failed run says whether the refusal followed a burst, a late arrival
+// or a refill tollgate counted and the provider did not.
+func log429s(t *testing.T, f figures) {
+	t.Helper()
+	for i, e := range f.entries {
+		if e.Status != 429 {
+			continue
+		}
+		t.Logf("429: request %d at +%v (%v)", e.Seq, e.Arrival.Sub(f.FirstArrival).Round(time.Millisecond), e.Cause)
+		for _, p := range f.entries[:i] {
+			if d := e.Arrival.Sub(p.Arrival); d <= time.Second {
+				t.Logf("  request %d at -%v: status %d, charged %d, remaining %d",
+					p.Seq, d.Round(time.Millisecond), p.Status, p.Charged[f.Binding], p.Remaining[f.Binding])
+			}
+		}
+	}
 }

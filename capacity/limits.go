@@ -26,7 +26,10 @@ const (
 )
 
 // DefaultSafetyMargin is the default Limits.SafetyMargin: 95% of each limit is
-// used, leaving room for traffic tollgate does not see and header skew.
+// used, leaving room for traffic tollgate does not see, header skew, and the
+// refill a provider's bucket at rest does not give while a call granted from
+// it is on its way (tollgate's bucket refills from the grant, the provider's
+// from the arrival).
 const DefaultSafetyMargin = 0.95
 
 // Limits are the budgets of one quota scope. A zero limit means unlimited.
