@@ -582,7 +582,7 @@ func boundReported(reported, cfg int64) int64 {
 // late, they may have reached the provider after it, and been answered
 // before the report is read). A bucket below that range is raised to its
 // bottom, one above it is lowered to its top, one inside it is left as it
-// is; both bounds at most the ceiling, the raise less raiseMargin. It raises only
+// is; the top at most the ceiling, the bottom at most raiseTo. It raises only
 // where the report is of the configured budget (follows) and its remaining
 // is above zero: providers report a bucket in debt (after a lowered limit,
 // or output charged at the end of a call) as 0, which bounds it from above
@@ -623,9 +623,7 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		top := float64(od.Remaining) - uncounted
 		bucket := math.Min(m.level[d]+m.booked[d], math.Min(top, m.ceiling(d)))
 		if m.follows(od, d) && od.Remaining > 0 {
-			// A raise keeps the safety margin's part of the capacity below
-			// what the report proves (raiseMargin).
-			bucket = math.Max(bucket, math.Min(top-since-before-m.raiseMargin(d), m.ceiling(d)))
+			bucket = math.Max(bucket, m.raiseTo(d, top-since-before))
 		}
 		// The provider's bucket holds what booked tickets will claim:
 		// what a new call may take is the rest.
@@ -656,17 +654,21 @@ func (m *memScope) follows(od DimensionObservation, d int) bool {
 	return od.HasLimit && od.Limit > 0 && (cfg == 0 || od.Limit <= cfg)
 }
 
-// raiseMargin is what a report's raise of bucket d keeps below what the
-// report proves: the safety margin's part of the capacity, (1 −
-// SafetyMargin) × capacity. Estimates of a call's charge err a little low
-// at times (before any call settled to calibrate them): a burst sized to
-// the provider's whole bucket at rest was refused for it. Near empty it
-// was added for a call another worker sent late, counted nowhere, before
-// Mark.InFlight discounted such calls (decision 0006); dropping it there
-// is measured but not yet shown safe under load. A bucket near empty still
-// refills at the provider's rate.
-func (m *memScope) raiseMargin(d int) float64 {
-	return (1 - m.limits.margin()) * m.budgets[d].Capacity
+// raiseTo is the most a report that proves the provider's bucket d holds
+// proven may raise tollgate's: all of it up to the bucket's capacity,
+// which the safety margin already keeps below the provider's limit, and
+// beyond it what it proves less the margin's part of the capacity, (1 −
+// SafetyMargin) × capacity, at most the ceiling. A provider whose whole
+// bucket at rest raised the level to its last token turned the first burst
+// into a 429 when estimates erred a little low (before any call settled to
+// calibrate them). Near empty a raise follows the report to the token: a
+// margin there left about 1 % of a batch's drain unspent against a
+// provider with full-minute buckets (samples/goodput), and the calls
+// another worker sent late, which made such a raise overshoot, are
+// discounted as Mark.InFlight (decision 0006).
+func (m *memScope) raiseTo(d int, proven float64) float64 {
+	c := m.budgets[d].Capacity
+	return math.Min(math.Max(math.Min(proven, c), proven-(1-m.limits.margin())*c), m.ceiling(d))
 }
 
 // ceiling is the most a provider's report may raise bucket d to: its

@@ -141,13 +141,20 @@ var followCases = []Case{
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 5000-0.05*4750, h.level(capacity.Tokens), 1e-9)
-		// Near empty too, a raise keeps the margin's part below what the
-		// report proves.
+		// Just above the capacity, a raise stops at it.
+		le = h.grant(h.req(l, tokens(4000, 0)))
+		require.NoError(h.t, h.store.Settle(h.ctx, le, le.Charges))
+		o = reported(capacity.Tokens, 60000, 4800)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 4750, h.level(capacity.Tokens), 1e-9)
+		// Within the capacity, which the margin already keeps below the
+		// provider's limit, a raise follows the report to the token.
 		le = h.grant(h.req(l, tokens(4000, 0)))
 		o = reported(capacity.Tokens, 60000, 1200)
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 1200-0.05*4750, h.level(capacity.Tokens), 1e-9)
+		assert.InDelta(h.t, 1200, h.level(capacity.Tokens), 1e-9)
 	}},
 	{"RemainingExcludingCallsInFlightDiscountsThem", func(h *harness) {
 		l := capacity.Limits{OutputTokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Minute}

@@ -781,8 +781,8 @@ end
 -- before it held in flight (those still live, and the mark's in flight,
 -- Mark.InFlight); a bucket below that range is raised to
 -- its bottom (only where the report is of the configured budget, follows),
--- one above it lowered to its top; both bounds at most the ceiling, the
--- raise less memScope.raiseMargin, and no raise from a remaining of 0 (a
+-- one above it lowered to its top; the top at most the ceiling, the
+-- bottom at most memScope.raiseTo, and no raise from a remaining of 0 (a
 -- bucket in debt is reported as 0). Booked tickets then follow the new
 -- levels (retime). Reset values are never used as rates.
 local function observe(o)
@@ -813,9 +813,10 @@ local function observe(o)
       local top = o.remaining[d] - uncounted
       local bucket = min(S.level[d] + S.booked[d], min(top, ceiling(d)))
       if follows(o, d) and o.remaining[d] > 0 then
-        -- A raise keeps the margin's part of the capacity below what the
-        -- report proves (memScope.raiseMargin).
-        bucket = max(bucket, min(top - since - before - (1 - margin) * S.capacity[d], ceiling(d)))
+        -- A raise follows what the report proves up to the capacity, and
+        -- beyond it keeps the margin's part of the capacity (memScope.raiseTo).
+        local proven, c = top - since - before, S.capacity[d]
+        bucket = max(bucket, min(max(min(proven, c), proven - (1 - margin) * c), ceiling(d)))
       end
       -- The provider's bucket holds what booked tickets will claim: what
       -- a new call may take is the rest.
