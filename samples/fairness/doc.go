@@ -13,7 +13,7 @@
 // so its backlog reaches the workers by weight), gated by the tollgate
 // plugin with each tenant as the call's fairness key (interceptor.Call
 // FairnessKey, from the activity input's TollgateCall), the weights in
-// interceptor.Options.Fairness and a FairStart of 500 ms (the tenants'
+// interceptor.Options.Fairness and a FairStart of 1 s (the tenants'
 // first calls gather and share the first burst), and sent through the official OpenAI SDK to
 // the testsuite's fake provider: one scope, OpenAI's accounting (prompt +
 // max_tokens charged at admission), 900,000 tokens and 3,000 requests a
