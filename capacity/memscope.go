@@ -662,10 +662,9 @@ func (m *memScope) follows(od DimensionObservation, d int) bool {
 // bucket at rest raised the level to its last token turned the first burst
 // into a 429 when estimates erred a little low (before any call settled to
 // calibrate them). Near empty a raise follows the report to the token: a
-// margin there left about 1 % of a batch's drain unspent against a
-// provider with full-minute buckets (samples/goodput), and the calls
-// another worker sent late, which made such a raise overshoot, are
-// discounted as Mark.InFlight (decision 0006).
+// margin there made a batch drain about 1 % slower (samples/goodput), and
+// the calls another worker sent late, which made such a raise overshoot,
+// are discounted as Mark.InFlight (decision 0006).
 func (m *memScope) raiseTo(d int, proven float64) float64 {
 	c := m.budgets[d].Capacity
 	return math.Min(math.Max(math.Min(proven, c), proven-(1-m.limits.margin())*c), m.ceiling(d))
