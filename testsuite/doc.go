@@ -10,11 +10,12 @@
 // daily quotas, a concurrency cap, per-minute or per-second enforcement — and
 // answers with the real rate-limit headers and error bodies, computed as it
 // answers or, with Options.HeadersAt, as it admits the request (providers
-// differ; a client should hold under both). Limits can change mid-run, faults can be injected, and a second client can spend the
-// same budget. Everything it charged and answered is recorded (with the
-// label a test puts in a request's TagHeader, to split the record by tenant
-// or part of a workload), and an oracle (Report, Analyze) checks the record
-// against the limits.
+// differ; a client should hold under both). Limits can change mid-run,
+// faults can be injected, and a second client can spend the same budget.
+// Everything it charged and answered is recorded (with the label a test
+// puts in a request's TagHeader, to split the record by tenant or part of
+// a workload), and an oracle (Report, Analyze) checks the record against
+// the limits.
 //
 // It is an independent yardstick: it shares no metering code with tollgate's
 // capacity package (only the capacity.Clock type) and knows nothing of
