@@ -81,7 +81,7 @@ type Notifier interface {
 // TicketNotifier is implemented by stores that announce when a booked
 // ticket moves well before the time its call was given (a refund, a higher
 // report or a released booking brought it forward): by more than
-// TicketRecheck and a quarter of the wait left.
+// AnnounceMove and a quarter of the wait left.
 type TicketNotifier interface {
 	// TicketDue returns a channel that is closed when call's ticket on scope
 	// is brought forward so. Call stop when done waiting; the channel may

@@ -138,11 +138,12 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 	}
 }
 
-// TicketRecheck is how late a ticket holder may be for a ticket the store
-// moved forward: a store that is a TicketNotifier announces a move of more
-// than TicketRecheck (and a quarter of the wait left), and its holders
-// sleep until their time; with another store a holder with more than
-// 2 × TicketRecheck to wait sleeps half of it and asks again.
+// TicketRecheck is how often a ticket holder asks again about a ticket
+// the store may have moved forward, when the store does not announce such
+// moves (it is not a TicketNotifier, which announces a move of more than
+// AnnounceMove and a quarter of the wait left, and whose holders sleep
+// until their time): a holder with more than 2 × TicketRecheck to wait
+// sleeps half of it and asks again.
 const TicketRecheck = 250 * time.Millisecond
 
 // ticketSleep is how long a ticket holder with wait left sleeps before it

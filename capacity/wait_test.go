@@ -142,6 +142,52 @@ func TestWaitClaimsATicketBroughtForward(t *testing.T) {
 	})
 }
 
+// TestWaitAnnouncedMoves: a ticket brought forward is announced to its
+// holder, which then claims it at its new time, when the move is more
+// than capacity.AnnounceMove and a quarter of the wait left; otherwise the
+// holder comes at the time it was told. Output tokens refill at 200 a
+// second (5 ms a token) into a bucket of 2000 that a holds whole.
+func TestWaitAnnouncedMoves(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		booked     int64 // b's charge: due booked/200 s after a's grant
+		refund     int64 // what a's settle gives back at once
+		wantWaited time.Duration
+	}{
+		{"a short move near the end is announced", 60, 40, 100 * time.Millisecond},
+		{"a move within AnnounceMove is not", 60, 1, 300 * time.Millisecond},
+		{"a move within a quarter of the wait left is not", 1600, 200, 8 * time.Second},
+		{"a move beyond a quarter of the wait left is", 1600, 600, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := capacity.NewMemoryStore(capacity.MemoryOptions{})
+				ctx := context.Background()
+				sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "c"}
+				l := capacity.Limits{OutputTokensPerMinute: 12000, Burst: 10 * time.Second, SafetyMargin: 1}
+				charges := func(out int64) capacity.Charges {
+					return capacity.Charges{capacity.OutputTokens: out, capacity.InFlight: 1}
+				}
+				held, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: "a", Attempt: 1, Charges: charges(2000)})
+				require.NoError(t, err)
+				require.True(t, held.Granted)
+
+				start := time.Now()
+				done := make(chan time.Duration, 1)
+				go func() {
+					res, err := capacity.Wait(ctx, s, capacity.Request{Scope: sc, Limits: l, Call: "b", Attempt: 1, Charges: charges(tc.booked), Book: true}, capacity.WaitOptions{})
+					assert.NoError(t, err)
+					assert.True(t, res.Granted)
+					done <- time.Since(start)
+				}()
+				synctest.Wait() // b sleeps on its ticket
+				require.NoError(t, s.Settle(ctx, held.Lease, charges(2000-tc.refund)))
+				assert.Equal(t, tc.wantWaited, <-done)
+			})
+		})
+	}
+}
+
 // TestWaitOnKeyCaps: a call whose fairness key used its share of the scope
 // (DenyKeyCap) waits for the share to refill, like an unbooked capacity
 // denial, while a call whose key spent its tokens for the day

@@ -25,7 +25,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "4.5"
+const scriptVersion = "4.6"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -135,7 +135,7 @@ func luaConstants() []luaConstant {
 		{"HALF_OPEN_MEMORY", HalfOpenMemory.Microseconds(), "HalfOpenMemory (µs)"},
 		{"MAX_BLOCK", capacity.MaxBlock.Microseconds(), "capacity.MaxBlock (µs): the longest a block lasts"},
 		{"ENDED_LEASE_MEMORY", capacity.EndedLeaseMemory.Microseconds(), "capacity.EndedLeaseMemory (µs)"},
-		{"TICKET_RECHECK", capacity.TicketRecheck.Microseconds(), "capacity.TicketRecheck (µs)"},
+		{"ANNOUNCE_MOVE", capacity.AnnounceMove.Microseconds(), "capacity.AnnounceMove (µs)"},
 		{"OVERDUE_TICKET", capacity.OverdueTicket.Microseconds(), "capacity.OverdueTicket (µs)"},
 		{"COOLDOWN_CUT", capacity.CooldownCut, "capacity.CooldownCut: a 429's cut of the rate"},
 		{"RATE_RECOVERY", capacity.RateRecovery, "capacity.RateRecovery: the rate's recovery a second"},

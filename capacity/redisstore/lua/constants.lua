@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "4.5"
+local SCRIPT_VERSION = "4.6"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -60,8 +60,8 @@ local HALF_OPEN_MEMORY = 86400000000
 local MAX_BLOCK = 2678400000000
 -- capacity.EndedLeaseMemory (µs)
 local ENDED_LEASE_MEMORY = 60000000
--- capacity.TicketRecheck (µs)
-local TICKET_RECHECK = 250000
+-- capacity.AnnounceMove (µs)
+local ANNOUNCE_MOVE = 10000
 -- capacity.OverdueTicket (µs)
 local OVERDUE_TICKET = 100000
 -- capacity.CooldownCut: a 429's cut of the rate

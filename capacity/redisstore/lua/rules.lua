@@ -502,7 +502,7 @@ local function retime()
       local expires = max(tk.expires, at + S.ticket_grace)
       -- announceDue, when its call would come late (broughtForward).
       local early = tk.told - at
-      if tk.told > NOW and early > TICKET_RECHECK and early > floor((tk.told - NOW) / 4) then DUE[#DUE + 1] = c end
+      if tk.told > NOW and early > ANNOUNCE_MOVE and early > floor((tk.told - NOW) / 4) then DUE[#DUE + 1] = c end
       if at ~= tk.at or expires ~= tk.expires then
         tk.at, tk.expires = at, expires
         putTicket(c, tk)
