@@ -61,9 +61,11 @@ const GatherSpacing = time.Millisecond
 // broughtForward reports whether a ticket whose call was told it is due at
 // told, now due at at, is announced: its call sleeps until told
 // (capacity.Wait), so it would come that late. A move of more than
-// AnnounceMove and of more than a quarter of the wait left is announced;
-// a call is told again of its ticket only a few times on its way, however
-// often refunds move it.
+// AnnounceMove and of more than a quarter of the wait left is announced:
+// each announcement cuts the wait left by a quarter, so a call is told
+// again of its ticket at most about log4/3(wait / AnnounceMove) times
+// (17 for a second's wait, 31 for a minute's), however often refunds
+// move it.
 func broughtForward(told, at, now time.Time) bool {
 	early := told.Sub(at)
 	return told.After(now) && early > AnnounceMove && early > told.Sub(now)/4

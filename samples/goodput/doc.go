@@ -39,6 +39,9 @@
 //     one with the largest; drain_ratio = drain / minimum;
 //   - utilization: charged in the binding dimension / (bucket + rate ×
 //     drain);
+//   - left, answer and filled (the table only): drain − minimum split at
+//     the batch call answered last (figures.Tail); the batch's requests
+//     carry testsuite.TagHeader so the record tells them apart;
 //   - provider_requests and provider_429s: the provider's own count;
 //   - interactive_p99_s: the 99th percentile (nearest rank) of the
 //     interactive calls' latency, from the workflow scheduling the

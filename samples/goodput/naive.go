@@ -22,7 +22,7 @@ type sdkRetrying struct {
 
 // Chat is a chat completion through openai-go with its default retries.
 func (a *sdkRetrying) Chat(ctx context.Context, req activities.OpenAIChatRequest) (activities.Result, error) {
-	c := openai.NewClient(openaioption.WithBaseURL(a.openAIBaseURL), openaioption.WithAPIKey(a.key))
+	c := openai.NewClient(openaioption.WithBaseURL(a.openAIBaseURL), openaioption.WithAPIKey(a.key), openaioption.WithHTTPClient(taggingClient))
 	msgs := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages))
 	for _, m := range req.Messages {
 		msgs = append(msgs, openai.UserMessage(m.Content))
@@ -43,7 +43,7 @@ func (a *sdkRetrying) Chat(ctx context.Context, req activities.OpenAIChatRequest
 // Messages is a Messages request through the Anthropic SDK with its default
 // retries.
 func (a *sdkRetrying) Messages(ctx context.Context, req activities.AnthropicMessagesRequest) (activities.Result, error) {
-	c := anthropic.NewClient(anthropicoption.WithBaseURL(a.anthropicBaseURL), anthropicoption.WithAPIKey(a.key))
+	c := anthropic.NewClient(anthropicoption.WithBaseURL(a.anthropicBaseURL), anthropicoption.WithAPIKey(a.key), anthropicoption.WithHTTPClient(taggingClient))
 	msgs := make([]anthropic.MessageParam, 0, len(req.Messages))
 	for _, m := range req.Messages {
 		msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content)))

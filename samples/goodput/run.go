@@ -97,7 +97,7 @@ func run(ctx context.Context, env *Env, s Spec) (Result, error) {
 	defer stop()
 
 	in := Run{Workload: s.Workload, Route: Route{Wire: s.Provider.Wire, Model: s.Provider.Model, Gated: gated(s.Strategy)}}
-	batch, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-batch", TaskQueue: queue}, BatchWorkflow, in)
+	batch, err := env.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-batch", TaskQueue: queue}, batchWorkflowName, in)
 	if err != nil {
 		return r, err
 	}

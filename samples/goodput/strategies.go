@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate-dev/tollgate/activities"
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/interceptor"
+	"github.com/tollgate-dev/tollgate/samples/goodput/figures"
 	"github.com/tollgate-dev/tollgate/testsuite"
 )
 
@@ -89,15 +93,34 @@ func startWorkers(ctx context.Context, env *Env, s string, spec workerSpec) (sto
 }
 
 // modelActivities are the activities package's OpenAI and Anthropic
-// activities on the run's fake provider.
+// activities on the run's fake provider, their requests tagged for its
+// record (tagTransport).
 func modelActivities(spec workerSpec) (*activities.OpenAI, *activities.Anthropic, error) {
 	creds := activities.StaticCredentials{Credential: apiKey}
-	oa, err := activities.NewOpenAI(activities.OpenAIOptions{Credentials: creds, BaseURL: spec.OpenAIBaseURL})
+	oa, err := activities.NewOpenAI(activities.OpenAIOptions{Credentials: creds, BaseURL: spec.OpenAIBaseURL, HTTPClient: taggingClient})
 	if err != nil {
 		return nil, nil, err
 	}
-	an, err := activities.NewAnthropic(activities.AnthropicOptions{Credentials: creds, BaseURL: spec.AnthropicBase})
+	an, err := activities.NewAnthropic(activities.AnthropicOptions{Credentials: creds, BaseURL: spec.AnthropicBase, HTTPClient: taggingClient})
 	return oa, an, err
+}
+
+// taggingClient is every strategy's HTTP client: the default one, with
+// the batch's requests tagged (tagTransport).
+var taggingClient = &http.Client{Transport: tagTransport{http.DefaultTransport}}
+
+// tagTransport sets testsuite.TagHeader on a request an activity of
+// BatchWorkflow sends to figures.BatchTag, so the figures find the batch's
+// calls in the fake provider's record.
+type tagTransport struct{ base http.RoundTripper }
+
+func (t tagTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).WorkflowType.Name == batchWorkflowName {
+		r = r.Clone(ctx)
+		r.Header.Set(testsuite.TagHeader, figures.BatchTag)
+	}
+	return t.base.RoundTrip(r)
 }
 
 // tollgatePlugin is the tollgate strategies' plugin: store and the
@@ -113,7 +136,7 @@ func tollgatePlugin(store capacity.Store, l testsuite.Limits) (worker.Plugin, er
 // newWorker returns a worker on queue running the sample's workflows and acts.
 func newWorker(c client.Client, queue string, opts worker.Options, acts ...any) worker.Worker {
 	w := worker.New(c, queue, opts)
-	w.RegisterWorkflow(BatchWorkflow)
+	w.RegisterWorkflowWithOptions(BatchWorkflow, workflow.RegisterOptions{Name: batchWorkflowName})
 	w.RegisterWorkflow(InteractiveWorkflow)
 	for _, a := range acts {
 		w.RegisterActivity(a)

@@ -51,6 +51,10 @@ minimum: the provider's theoretical minimum for what it charged the run (batch a
   admitted requests): max over per-minute dimensions d of max(0, charged_d − bucket_d) / rate_d;
   the dimension of that maximum is the binding one.
 drain ratio = drain / minimum; utilization = charged in the binding dimension / (bucket + rate × drain).
+left, answer, filled split drain − minimum at the batch call answered last (= left + answer − filled):
+  left is what the binding bucket still held when the provider admitted it, answer the time from its
+  arrival to the end, filled what the provider admitted meanwhile; the last two in seconds of refill.
+  Only left is the strategy's to spend; a run past its timeout shows "–".
 requests and 429s are the fake provider's own count; p99 is the interactive calls' latency,
   from scheduling the activity to its completion. A run past its timeout shows "≥" on its drain
   (then the timeout) and its ratio (then over the planned minimum, -target; its minimum column
@@ -63,17 +67,21 @@ func writeTable(w io.Writer, results []Result) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tprovider\tbucket\tcompleted\trequests\t429s\tbinding\tminimum\tdrain\tratio\tutilization\tinteractive p99\t")
+	fmt.Fprintln(tw, "strategy\tprovider\tbucket\tcompleted\trequests\t429s\tbinding\tminimum\tdrain\tratio\tleft\tanswer\tfilled\tutilization\tinteractive p99\t")
 	for _, r := range results {
 		row := r.Row()
 		over := ""
 		if r.TimedOut {
 			over = "≥"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%.1fs\t%s%.1fs\t%s%.3f\t%.3f\t%.3fs\t\n",
+		split := "–\t–\t–" // a run that did not drain has no last call
+		if t := r.Figures.Tail; !r.TimedOut {
+			split = fmt.Sprintf("%.3fs\t%.3fs\t%.3fs", t.Left.Seconds(), t.Answer.Seconds(), t.Filled.Seconds())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%.1fs\t%s%.1fs\t%s%.3f\t%s\t%.3f\t%.3fs\t\n",
 			row.Strategy, row.Provider, row.Bucket, row.Completed, row.Calls, row.ProviderRequests, row.Provider429s,
 			r.Figures.Binding.Dimension, r.Figures.Binding.Minimum.Seconds(), over, r.Figures.Drain.Seconds(),
-			over, row.DrainRatio, row.Utilization, row.InteractiveP99)
+			over, row.DrainRatio, split, row.Utilization, row.InteractiveP99)
 	}
 	return tw.Flush()
 }

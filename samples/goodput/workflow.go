@@ -68,6 +68,10 @@ type BatchResult struct {
 	Last time.Time
 }
 
+// batchWorkflowName is BatchWorkflow's registered name: its activities'
+// requests are tagged as the batch's (tagTransport).
+const batchWorkflowName = "BatchWorkflow"
+
 // BatchWorkflow submits every batch call at once and waits for all of them.
 func BatchWorkflow(ctx workflow.Context, r Run) (BatchResult, error) {
 	var res BatchResult

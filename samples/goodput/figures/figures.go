@@ -20,6 +20,12 @@
 //   - utilization = charged_b / (capacity_b + rate_b × drain) for the
 //     binding dimension b: the share of what the provider could have
 //     admitted over the drain that the run was charged.
+//   - the excess, drain − minimum, split at the last batch call (Tail):
+//     what the binding bucket still held when the provider admitted it, the
+//     time from its arrival to the end (its answer), and what the provider
+//     admitted meanwhile. Only the first is the client's to spend: the
+//     answer comes after the last call whatever sent it, and only calls
+//     held back until then fill it.
 package figures
 
 import (
@@ -89,6 +95,29 @@ type Figures struct {
 	Utilization float64
 	// DrainRatio is Drain / Binding.Minimum; 0 when the minimum is 0.
 	DrainRatio float64
+	// Tail splits Drain − Binding.Minimum at the last batch call; zero
+	// when the record tags no batch call (BatchTag).
+	Tail Tail
+}
+
+// BatchTag is the Entry.Tag of the batch's requests: the sample's
+// transport sets it, so Measure finds the last batch call.
+const BatchTag = "batch"
+
+// Tail splits the drain's excess over the minimum at the last batch call,
+// the admitted request tagged BatchTag answered last by the end. In
+// seconds of the binding dimension's refill:
+//
+//   - Left is what the binding bucket still held right after the provider
+//     admitted it: capacity the run left unused;
+//   - Answer is from its arrival to the end;
+//   - Filled is what the provider admitted from its arrival to the end.
+//
+// Drain − Minimum = Left + Answer − Filled + what the binding bucket lost
+// at its capacity before that call (none, unless the run left it full),
+// for a binding dimension charged at arrival.
+type Tail struct {
+	Left, Answer, Filled time.Duration
 }
 
 // Measure returns the figures of a record under limits l, for a drain that
@@ -119,7 +148,33 @@ func Measure(entries []testsuite.Entry, l testsuite.Limits, end time.Time) Figur
 	if f.Binding.Minimum > 0 {
 		f.DrainRatio = f.Drain.Seconds() / f.Binding.Minimum.Seconds()
 	}
+	f.Tail = tail(entries, f.Binding, end)
 	return f
+}
+
+// tail returns the Tail of a record whose binding bound is b, for a drain
+// that ended at end.
+func tail(entries []testsuite.Entry, b Bound, end time.Time) Tail {
+	var last *testsuite.Entry
+	for i, e := range entries {
+		if e.Admitted && !e.Direct && e.Tag == BatchTag && !e.Done.After(end) && (last == nil || e.Done.After(last.Done)) {
+			last = &entries[i]
+		}
+	}
+	if last == nil || b.Rate <= 0 {
+		return Tail{}
+	}
+	var filled int64
+	for _, e := range entries {
+		if e.Admitted && !e.Direct && e.Arrival.After(last.Arrival) && !e.Arrival.After(end) {
+			filled += e.Cost(b.Dimension)
+		}
+	}
+	return Tail{
+		Left:   seconds(float64(last.Remaining[b.Dimension]) / b.Rate),
+		Answer: end.Sub(last.Arrival),
+		Filled: seconds(float64(filled) / b.Rate),
+	}
 }
 
 // Percentile returns the p-quantile (0 < p ≤ 1) of ds by the nearest-rank

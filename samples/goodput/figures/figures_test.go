@@ -115,6 +115,37 @@ func TestMeasure(t *testing.T) {
 	}
 }
 
+// TestTail: the excess of a record whose bucket never fills up after the
+// first request is what the last batch call left in the bucket, plus its
+// answer, less what arrived meanwhile.
+func TestTail(t *testing.T) {
+	batch := func(s float64, tokens, remaining int64, done float64) testsuite.Entry {
+		e := ok(s, tokens)
+		e.Tag, e.Remaining[testsuite.Tokens], e.Done = BatchTag, remaining, at(done)
+		return e
+	}
+	// 100 tokens a second into 500: the bucket is empty after 0 and 3, and
+	// holds 200 at 5, of which the last batch call takes 150.
+	entries := []testsuite.Entry{
+		batch(0, 500, 0, 0.1),
+		batch(3, 300, 0, 3.1),
+		batch(5, 150, 50, 5.2),
+		ok(5.1, 30),            // an interactive call during its answer
+		batch(5.2, 10, 0, 6.0), // answered after the end: not the last
+	}
+	end := at(5.25)
+	f := Measure(entries, openAI, end)
+	require.Equal(t, testsuite.Tokens, f.Binding.Dimension)
+	assert.Equal(t, 4900*time.Millisecond, f.Binding.Minimum, "(500 + 300 + 150 + 30 + 10 − 500) / 100")
+	assert.Equal(t, Tail{Left: 500 * time.Millisecond, Answer: 250 * time.Millisecond, Filled: 400 * time.Millisecond}, f.Tail)
+	assert.Equal(t, f.Drain-f.Binding.Minimum, f.Tail.Left+f.Tail.Answer-f.Tail.Filled)
+
+	for i := range entries {
+		entries[i].Tag = ""
+	}
+	assert.Zero(t, Measure(entries, openAI, end).Tail, "no batch call tagged")
+}
+
 func TestMeasureEmpty(t *testing.T) {
 	f := Measure(nil, openAI, t0)
 	assert.Zero(t, f.Requests)
