@@ -13,7 +13,8 @@ import (
 // client tollgate does not see, spending on the same key, makes the
 // provider refill slower than the limit says: the rate settles just under
 // what is left, with a 429 about every (1 − CooldownCut) / RateRecovery
-// seconds, 30 s, at the most.
+// seconds, 30 s, at the most. While the rate is cut, a provider's report
+// raises a level a little short of what it proves (memScope.raiseTo).
 const (
 	CooldownCut   = 0.7
 	RateRecovery  = 0.01

@@ -665,8 +665,16 @@ func (m *memScope) follows(od DimensionObservation, d int) bool {
 // margin there made a batch drain about 1 % slower (samples/goodput), and
 // the calls another worker sent late, which made such a raise overshoot,
 // are discounted as Mark.InFlight (decision 0006).
+//
+// While a 429 has cut the rate (cooldown), a raise also stops short by
+// what a client tollgate does not see, spending the share the cut took,
+// adds over ReorderWindow: from the report to the calls granted on it. A
+// raise to the token sent those calls into what that client had spent
+// meanwhile (TestUnseenClient: 3 × 429 in half the runs, once tickets
+// brought forward were announced to the 10 ms).
 func (m *memScope) raiseTo(d int, proven float64) float64 {
 	c := m.budgets[d].Capacity
+	proven -= m.cut * m.budgets[d].Rate * ReorderWindow.Seconds()
 	return math.Min(math.Max(math.Min(proven, c), proven-(1-m.limits.margin())*c), m.ceiling(d))
 }
 

@@ -62,7 +62,9 @@ var followCases = []Case{
 		o = reported(capacity.Tokens, 60000, 800)
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 800, h.level(capacity.Tokens), 1e-9, "a remaining above zero is followed up")
+		// Up, less the cut's share (0.3) of ReorderWindow's refill, 75
+		// (ReportAfterA429StopsShortOfTheToken).
+		assert.InDelta(h.t, 800-0.3*1000*capacity.ReorderWindow.Seconds(), h.level(capacity.Tokens), 1e-9, "a remaining above zero is followed up")
 	}},
 	{"ReportMovesTheLevelOnlyAsFarAsItProves", func(h *harness) {
 		// A provider that reports its bucket when it answers counts calls
@@ -155,6 +157,22 @@ var followCases = []Case{
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		assert.InDelta(h.t, 1200, h.level(capacity.Tokens), 1e-9)
+	}},
+	{"ReportAfterA429StopsShortOfTheToken", func(h *harness) {
+		// A 429 cuts the rate by 0.3 (CooldownCut), which recovers 0.01 a
+		// second: 2 s later a raise stops short of the report by the cut's
+		// share of ReorderWindow's refill, 0.28 × 1000/s × 0.25 s = 70,
+		// what an unseen client spending that share adds meanwhile.
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // 1000/s
+		le := h.grant(h.req(l, tokens(5000, 0)))
+		require.NoError(h.t, h.store.Settle(h.ctx, le, le.Charges))
+		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.Cooldown, Until: h.clock.Now().Add(time.Second)}))
+		h.clock.Advance(2 * time.Second)
+		require.Less(h.t, h.level(capacity.Tokens), 2000.0, "refilled at the cut rate from the pause's debt")
+		o := reported(capacity.Tokens, 60000, 3000)
+		o.Mark = le.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 3000-0.28*1000*capacity.ReorderWindow.Seconds(), h.level(capacity.Tokens), 1e-6)
 	}},
 	{"RemainingExcludingCallsInFlightDiscountsThem", func(h *harness) {
 		l := capacity.Limits{OutputTokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Minute}

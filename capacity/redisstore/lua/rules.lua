@@ -814,8 +814,11 @@ local function observe(o)
       local bucket = min(S.level[d] + S.booked[d], min(top, ceiling(d)))
       if follows(o, d) and o.remaining[d] > 0 then
         -- A raise follows what the report proves up to the capacity, and
-        -- beyond it keeps the margin's part of the capacity (memScope.raiseTo).
-        local proven, c = top - since - before, S.capacity[d]
+        -- beyond it keeps the margin's part of the capacity; while a 429
+        -- has cut the rate, it stops short by the cut's share of
+        -- REORDER_WINDOW's refill (memScope.raiseTo).
+        local c = S.capacity[d]
+        local proven = top - since - before - S.cut * S.rate[d] * (REORDER_WINDOW / 1e6)
         bucket = max(bucket, min(max(min(proven, c), proven - (1 - margin) * c), ceiling(d)))
       end
       -- The provider's bucket holds what booked tickets will claim: what
