@@ -658,20 +658,11 @@ func (m *memScope) follows(od DimensionObservation, d int) bool {
 // proven may raise tollgate's: all of it up to the bucket's capacity,
 // which the safety margin already keeps below the provider's limit, and
 // beyond it what it proves less the margin's part of the capacity, (1 −
-// SafetyMargin) × capacity, at most the ceiling. A provider whose whole
-// bucket at rest raised the level to its last token turned the first burst
-// into a 429 when estimates erred a little low (before any call settled to
-// calibrate them). Near empty a raise follows the report to the token: a
-// margin there made a batch drain about 1 % slower (samples/goodput), and
-// the calls another worker sent late, which made such a raise overshoot,
-// are discounted as Mark.InFlight (decision 0006).
-//
-// While a 429 has cut the rate (cooldown), a raise also stops short by
-// what a client tollgate does not see, spending the share the cut took,
-// adds over ReorderWindow: from the report to the calls granted on it. A
-// raise to the token sent those calls into what that client had spent
-// meanwhile (TestUnseenClient: 3 × 429 in half the runs, once tickets
-// brought forward were announced to the 10 ms).
+// SafetyMargin) × capacity (estimates that err low do not turn a whole
+// bucket at rest into a 429), at most the ceiling. While a 429 has cut the
+// rate (cooldown), it stops short by the cut's share of ReorderWindow's
+// refill: what a client tollgate does not see adds from the report to the
+// calls granted on it. Decision 0006, points 2 and 6.
 func (m *memScope) raiseTo(d int, proven float64) float64 {
 	c := m.budgets[d].Capacity
 	proven -= m.cut * m.budgets[d].Rate * ReorderWindow.Seconds()

@@ -74,11 +74,10 @@ func broughtForward(told, at, now time.Time) bool {
 // AnnounceMove is the least move forward of a booked ticket that a store
 // announces to the ticket's call (TicketNotifier), beside a move of more
 // than a quarter of the wait left (broughtForward): once the wait left is
-// short, a call comes at most that late for its ticket. An announcement
-// costs the call one Reserve. At the end of a batch a ticket's lateness
-// is the batch's: under the earlier floor, TicketRecheck (250 ms), a move
-// of 238 ms went unannounced and samples/goodput's batch drained about
-// 0.5 % slower.
+// short, a call comes at most that late for its ticket, and at the end of
+// a batch a ticket's lateness is the batch's. An announcement costs the
+// call one Reserve. (Until scripts 4.6 the floor was TicketRecheck, 250
+// ms: decision 0004.)
 const AnnounceMove = 10 * time.Millisecond
 
 // announceDue tells call, if it waits for its ticket (TicketDue), that

@@ -109,44 +109,12 @@ func TestWaitTicketHolderIgnoresReleases(t *testing.T) {
 	})
 }
 
-// TestWaitClaimsATicketBroughtForward: a refund moves a booked ticket
-// earlier, and the store tells its holder (TicketDue), which claims it at
-// once instead of at its old time.
-func TestWaitClaimsATicketBroughtForward(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := capacity.NewMemoryStore(capacity.MemoryOptions{})
-		ctx := context.Background()
-		sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "c"}
-		l := capacity.Limits{OutputTokensPerMinute: 6000, Burst: 10 * time.Second, SafetyMargin: 1} // 100/s, capacity 1000
-		charges := func(out int64) capacity.Charges {
-			return capacity.Charges{capacity.OutputTokens: out, capacity.InFlight: 1}
-		}
-		held, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: "a", Attempt: 1, Charges: charges(1000)})
-		require.NoError(t, err)
-		require.True(t, held.Granted)
-
-		start := time.Now()
-		done := make(chan time.Duration, 1)
-		go func() {
-			// b's ticket is due in 8 s.
-			res, err := capacity.Wait(ctx, s, capacity.Request{Scope: sc, Limits: l, Call: "b", Attempt: 1, Charges: charges(800), Book: true}, capacity.WaitOptions{})
-			assert.NoError(t, err)
-			assert.True(t, res.Granted)
-			done <- time.Since(start)
-		}()
-		synctest.Wait()
-		// a used 100 of its 1000: b is due now, and claims it at once.
-		require.NoError(t, s.Settle(ctx, held.Lease, charges(100)))
-		waited := <-done
-		assert.Zero(t, waited, "claimed when it came due, not at its old time (8 s)")
-	})
-}
-
-// TestWaitAnnouncedMoves: a ticket brought forward is announced to its
-// holder, which then claims it at its new time, when the move is more
-// than capacity.AnnounceMove and a quarter of the wait left; otherwise the
-// holder comes at the time it was told. Output tokens refill at 200 a
-// second (5 ms a token) into a bucket of 2000 that a holds whole.
+// TestWaitAnnouncedMoves: a refund moves a booked ticket earlier, and the
+// store tells its holder (TicketDue), which then claims it at its new time
+// instead of its old one, when the move is more than capacity.AnnounceMove
+// and a quarter of the wait left; otherwise the holder comes at the time
+// it was told. Output tokens refill at 200 a second (5 ms a token) into a
+// bucket of 2000 that a holds whole.
 func TestWaitAnnouncedMoves(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -154,6 +122,7 @@ func TestWaitAnnouncedMoves(t *testing.T) {
 		refund     int64 // what a's settle gives back at once
 		wantWaited time.Duration
 	}{
+		{"a refund that makes the ticket due now is announced", 1600, 1600, 0},
 		{"a short move near the end is announced", 60, 40, 100 * time.Millisecond},
 		{"a move within AnnounceMove is not", 60, 1, 300 * time.Millisecond},
 		{"a move within a quarter of the wait left is not", 1600, 200, 8 * time.Second},
