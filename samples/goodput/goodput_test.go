@@ -109,3 +109,34 @@ func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+func TestOptionsValidate(t *testing.T) {
+	valid := Options{Workload: Workload{Seed: 1, Calls: 300, Every: 500 * time.Millisecond}, Target: 25 * time.Second}
+	tests := []struct {
+		name    string
+		change  func(*Options)
+		wantErr string // "" for valid
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"the batch alone", func(o *Options) { o.Workload.Every = 0 }, ""},
+		{"a timeout of its own", func(o *Options) { o.Timeout = time.Minute }, ""},
+		{"no calls", func(o *Options) { o.Workload.Calls = 0 }, "-calls is 0"},
+		{"negative every", func(o *Options) { o.Workload.Every = -time.Second }, "-every is -1s"},
+		{"no target", func(o *Options) { o.Target = 0 }, "-target is 0s"},
+		{"negative timeout", func(o *Options) { o.Timeout = -time.Second }, "-timeout is -1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := valid
+			tt.change(&o)
+			err := o.validate()
+			if tt.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tt.wantErr)
+			_, cerr := Compare(context.Background(), &Env{Log: &bytes.Buffer{}}, o)
+			assert.ErrorContains(t, cerr, tt.wantErr, "Compare refuses it before running anything")
+		})
+	}
+}

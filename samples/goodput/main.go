@@ -35,7 +35,7 @@ func main() {
 	)
 	flag.Uint64Var(&o.Workload.Seed, "seed", 1, "workload seed")
 	flag.IntVar(&o.Workload.Calls, "calls", 300, "batch calls")
-	flag.DurationVar(&o.Workload.Every, "every", 500*time.Millisecond, "time between interactive calls")
+	flag.DurationVar(&o.Workload.Every, "every", 500*time.Millisecond, "time between interactive calls (0: the batch alone)")
 	flag.DurationVar(&o.Target, "target", 25*time.Second, "theoretical minimum drain the limits are planned for")
 	flag.DurationVar(&o.Timeout, "timeout", 0, "longest drain of one run (default 4 × target)")
 	flag.StringVar(&strategies, "strategies", strings.Join(Strategies, ","), "strategies to run")
@@ -46,6 +46,9 @@ func main() {
 	flag.BoolVar(&jsonOut, "json", false, "print one JSON object per run on stdout (the table goes to stderr)")
 	flag.StringVar(&htmlPath, "html", "goodput.html", "where to write the chart")
 	flag.Parse()
+	if err := o.validate(); err != nil {
+		log.Fatalln(err)
+	}
 	var err error
 	if o.Strategies, err = pick(strategies, Strategies, func(s string) string { return s }); err != nil {
 		log.Fatalln(err)
@@ -136,12 +139,30 @@ type Options struct {
 	HeadersAt testsuite.HeadersTime
 }
 
+// validate reports the first option Compare cannot run with.
+func (o Options) validate() error {
+	switch {
+	case o.Workload.Calls < 1:
+		return fmt.Errorf("-calls is %d; want at least 1", o.Workload.Calls)
+	case o.Workload.Every < 0:
+		return fmt.Errorf("-every is %v; want 0 (no interactive calls) or more", o.Workload.Every)
+	case o.Target <= 0:
+		return fmt.Errorf("-target is %v; want more than 0", o.Target)
+	case o.Timeout < 0:
+		return fmt.Errorf("-timeout is %v; want 0 (4 × target) or more", o.Timeout)
+	}
+	return nil
+}
+
 // Compare runs every selected strategy for every selected provider and
 // bucket, in that nesting, and returns the results of the runs made; a run
 // that cannot be made here (ErrSkipped) is reported on env.Log and left
 // out, and one that fails is reported there too, the others still made,
 // and returned in the error.
 func Compare(ctx context.Context, env *Env, o Options) ([]Result, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
 	var (
 		results  []Result
 		failures []error

@@ -10,7 +10,7 @@ import (
 )
 
 // stream is the interactive stream of a run: an InteractiveWorkflow every
-// Workload.Every, from startStream until stop.
+// Workload.Every, from startStream until stop; none if Every is 0.
 type stream struct {
 	env   *Env
 	queue string
@@ -32,10 +32,14 @@ type pendingCall struct {
 	run   client.WorkflowRun // nil until started
 }
 
-// startStream starts the stream's first call and its ticker.
+// startStream starts the stream's first call and its ticker, unless
+// in.Workload.Every is 0.
 func startStream(ctx context.Context, env *Env, queue string, in Run) *stream {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &stream{env: env, queue: queue, in: in, stopTicks: make(chan struct{}), cancelCalls: cancel, pending: map[int]pendingCall{}}
+	if in.Workload.Every <= 0 {
+		return s // the batch alone
+	}
 	s.ticker.Add(1)
 	go func() {
 		defer s.ticker.Done()

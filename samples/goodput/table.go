@@ -21,7 +21,8 @@ type Row struct {
 	Provider429s     int     `json:"provider_429s"`
 	Utilization      float64 `json:"utilization"`
 	DrainRatio       float64 `json:"drain_ratio"`
-	InteractiveP99   float64 `json:"interactive_p99_s"`
+	// InteractiveP99 is 0 for a run without interactive calls (-every 0).
+	InteractiveP99 float64 `json:"interactive_p99_s"`
 }
 
 // Row returns r's row.
@@ -78,10 +79,14 @@ func writeTable(w io.Writer, results []Result) error {
 		if t := r.Figures.Tail; !r.TimedOut {
 			split = fmt.Sprintf("%.3fs\t%.3fs\t%.3fs", t.Left.Seconds(), t.Answer.Seconds(), t.Filled.Seconds())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%.1fs\t%s%.1fs\t%s%.3f\t%s\t%.3f\t%.3fs\t\n",
+		p99 := "–" // no interactive calls (-every 0)
+		if len(r.Interactive) > 0 {
+			p99 = fmt.Sprintf("%.3fs", row.InteractiveP99)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%.1fs\t%s%.1fs\t%s%.3f\t%s\t%.3f\t%s\t\n",
 			row.Strategy, row.Provider, row.Bucket, row.Completed, row.Calls, row.ProviderRequests, row.Provider429s,
 			r.Figures.Binding.Dimension, r.Figures.Binding.Minimum.Seconds(), over, r.Figures.Drain.Seconds(),
-			over, row.DrainRatio, split, row.Utilization, row.InteractiveP99)
+			over, row.DrainRatio, split, row.Utilization, p99)
 	}
 	return tw.Flush()
 }
