@@ -35,9 +35,9 @@ func panelOf(r Result) panel {
 		over = "≥ "
 	}
 	return panel{
-		title: fmt.Sprintf("%s — drain %s%.1fs for a minimum of %.1fs (ratio %s%.3f), utilization %.3f of %s, %d × 429, interactive p99 %.3fs",
+		title: fmt.Sprintf("%s — drain %s%.1fs for a minimum of %.1fs (ratio %s%.3f), utilization %.3f of %s, %d × 429, interactive p99 %s",
 			r.Spec.Strategy, over, f.Drain.Seconds(), f.Binding.Minimum.Seconds(), over, r.Row().DrainRatio, f.Utilization,
-			f.Binding.Dimension, f.RateLimited, r.Row().InteractiveP99),
+			f.Binding.Dimension, f.RateLimited, interactiveP99(r)),
 		level:    figures.Level(r.Entries, f.Binding.Dimension, f.Binding.Capacity, f.First),
 		inFlight: figures.InFlight(r.Entries, f.First),
 		limited:  figures.RateLimited(r.Entries, f.First),

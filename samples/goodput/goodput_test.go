@@ -140,3 +140,8 @@ func TestOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestInteractiveP99Shown(t *testing.T) {
+	assert.Equal(t, "–", interactiveP99(Result{}), "a run without interactive calls (-every 0)")
+	assert.Equal(t, "0.250s", interactiveP99(Result{Interactive: []time.Duration{100 * time.Millisecond, 250 * time.Millisecond}}))
+}

@@ -184,8 +184,8 @@ func Compare(ctx context.Context, env *Env, o Options) ([]Result, error) {
 					continue
 				}
 				row := r.Row()
-				fmt.Fprintf(env.Log, "  %-15s %d/%d completed, %d requests, %d × 429, drain ratio %.3f, utilization %.3f, interactive p99 %.3fs (%s)\n",
-					s, row.Completed, row.Calls, row.ProviderRequests, row.Provider429s, row.DrainRatio, row.Utilization, row.InteractiveP99,
+				fmt.Fprintf(env.Log, "  %-15s %d/%d completed, %d requests, %d × 429, drain ratio %.3f, utilization %.3f, interactive p99 %s (%s)\n",
+					s, row.Completed, row.Calls, row.ProviderRequests, row.Provider429s, row.DrainRatio, row.Utilization, interactiveP99(r),
 					time.Since(start).Round(time.Second))
 				results = append(results, r)
 			}

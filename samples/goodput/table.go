@@ -41,6 +41,16 @@ func (r Result) Row() Row {
 	}
 }
 
+// interactiveP99 is r's interactive p99 as the table, the chart and the
+// progress lines show it: "–" for a run without interactive calls
+// (-every 0).
+func interactiveP99(r Result) string {
+	if len(r.Interactive) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.3fs", r.Row().InteractiveP99)
+}
+
 func round(v float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(v*p) / p
@@ -79,14 +89,10 @@ func writeTable(w io.Writer, results []Result) error {
 		if t := r.Figures.Tail; !r.TimedOut {
 			split = fmt.Sprintf("%.3fs\t%.3fs\t%.3fs", t.Left.Seconds(), t.Answer.Seconds(), t.Filled.Seconds())
 		}
-		p99 := "–" // no interactive calls (-every 0)
-		if len(r.Interactive) > 0 {
-			p99 = fmt.Sprintf("%.3fs", row.InteractiveP99)
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%.1fs\t%s%.1fs\t%s%.3f\t%s\t%.3f\t%s\t\n",
 			row.Strategy, row.Provider, row.Bucket, row.Completed, row.Calls, row.ProviderRequests, row.Provider429s,
 			r.Figures.Binding.Dimension, r.Figures.Binding.Minimum.Seconds(), over, r.Figures.Drain.Seconds(),
-			over, row.DrainRatio, split, row.Utilization, p99)
+			over, row.DrainRatio, split, row.Utilization, interactiveP99(r))
 	}
 	return tw.Flush()
 }
