@@ -26,15 +26,28 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	}
 
 	v := g.opts.Classifier.ClassifyContext(ctx, g.call.Provider, callErr, now)
+	// The block the answer calls for is set while the call still holds its
+	// reservation: settling it below gives capacity back and wakes waiting
+	// calls, which must not be admitted in between to meet the same answer.
+	// A scope's cooldown is the exception: it is set after the settle and
+	// the report, because its cut of the rate (decision 0006) works on the
+	// level they leave.
 	rerouted := false
+	var cooldown capacity.Block
 	if g.pool != nil {
 		if b, ok := g.memberBlock(v, now); ok {
-			// The member is blocked while the call still holds its slot, so
-			// no call of the pool is admitted on it in between to meet the
-			// same answer.
-			g.block(bg, b)
+			g.block(bg, b) // the pool moves on to another member
 			rerouted = true
 		}
+	} else if b, ok := g.scopeBlock(v, now); ok {
+		if b.Reason == capacity.Cooldown {
+			cooldown = b
+		} else {
+			g.block(bg, b)
+		}
+	}
+	if v.Class == tgerrors.Overloaded {
+		g.tripBreaker(bg, now)
 	}
 	outcome := capacity.Unknown // sent, answer lost: keep the whole reservation
 	if v.Status != 0 {
@@ -54,6 +67,9 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 		obs = capacity.ParseHeaders(g.call.Provider, report.Header, now)
 	}
 	g.observe(bg, lease, obs)
+	if !cooldown.Until.IsZero() {
+		g.block(bg, cooldown)
+	}
 	g.a.root.tel.failed(ctx, g, v)
 	if rerouted {
 		return g.reroute(g.pool.chosen.name + " " + v.Class.String() + codeSuffix(cleanCode(v.Code)))
@@ -64,33 +80,12 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	case tgerrors.Canceled:
 		return conv.ActivityError(v, g.scope.Key())
 	case tgerrors.RateLimited:
-		// Every worker on the scope pauses until the provider's time.
-		appErr := conv.ActivityError(v, g.scope.Key())
-		wait := v.RetryAfter
-		if wait <= 0 {
-			wait = time.Second
-		}
-		g.block(bg, capacity.Block{Reason: capacity.Cooldown, Until: now.Add(wait), Detail: v.Code})
-		return g.checkDeadline(appErr)
-	case tgerrors.QuotaExhausted:
-		until := v.ResetAt
-		if until.IsZero() || !until.After(now) {
-			until = now.Add(g.opts.QuotaBlockUnknown)
-		}
-		detail := v.QuotaID
-		if detail == "" {
-			detail = v.Code
-		}
-		g.block(bg, capacity.Block{Reason: capacity.QuotaExhausted, Until: until, Detail: detail})
-		return conv.ActivityError(v, g.scope.Key())
-	case tgerrors.BadCredential:
-		g.block(bg, capacity.Block{Reason: capacity.CredentialDisabled, Until: now.Add(g.opts.CredentialBlock),
-			Credential: true, HalfOpen: g.opts.HalfOpen, Detail: v.Code})
-		return conv.ActivityError(v, g.scope.Key())
-	case tgerrors.NoAccess, tgerrors.ContextTooLong, tgerrors.BadRequest:
+		// Every worker on the scope pauses until the provider's time (the
+		// cooldown set above).
+		return g.checkDeadline(conv.ActivityError(v, g.scope.Key()))
+	case tgerrors.QuotaExhausted, tgerrors.BadCredential, tgerrors.NoAccess, tgerrors.ContextTooLong, tgerrors.BadRequest:
 		return conv.ActivityError(v, g.scope.Key())
 	case tgerrors.Overloaded:
-		g.tripBreaker(bg, now)
 		return g.countFailure(ctx, conv.ActivityError(v, g.scope.Key()), v)
 	case tgerrors.Unknown:
 		if isApplicationError(callErr) {
@@ -99,6 +94,54 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 		}
 	}
 	return g.countFailure(ctx, conv.ActivityError(v, g.scope.Key()), v)
+}
+
+// scopeBlock is the block a failure puts on the call's scope (a call not
+// in a pool; memberBlock is a pool member's): a 429 cools the scope until
+// the provider's time, a spent quota blocks it until the reset, a refused
+// key is out on every scope of its credential. False for other failures.
+func (g *gatedCall) scopeBlock(v tgerrors.Verdict, now time.Time) (capacity.Block, bool) {
+	switch v.Class {
+	case tgerrors.RateLimited:
+		return cooldownBlock(v, now), true
+	case tgerrors.QuotaExhausted:
+		return g.quotaBlock(v, now), true
+	case tgerrors.BadCredential:
+		return g.credentialBlock(v, now, true), true
+	}
+	return capacity.Block{}, false
+}
+
+// cooldownBlock is the cooldown a 429 calls for: until the provider's
+// retry time, or a second from now where it states none.
+func cooldownBlock(v tgerrors.Verdict, now time.Time) capacity.Block {
+	wait := v.RetryAfter
+	if wait <= 0 {
+		wait = time.Second
+	}
+	return capacity.Block{Reason: capacity.Cooldown, Until: now.Add(wait), Detail: v.Code}
+}
+
+// quotaBlock is the block a spent quota calls for, on the scope: until
+// the provider's reset time, or QuotaBlockUnknown from now where it states
+// none (or one already past); its detail is the quota's id, else the code.
+func (g *gatedCall) quotaBlock(v tgerrors.Verdict, now time.Time) capacity.Block {
+	until := v.ResetAt
+	if until.IsZero() || !until.After(now) {
+		until = now.Add(g.opts.QuotaBlockUnknown)
+	}
+	detail := v.QuotaID
+	if detail == "" {
+		detail = v.Code
+	}
+	return capacity.Block{Reason: capacity.QuotaExhausted, Until: until, Detail: detail}
+}
+
+// credentialBlock takes a refused key (or, credential false, access to the
+// scope's model) out for CredentialBlock, half-open if HalfOpen.
+func (g *gatedCall) credentialBlock(v tgerrors.Verdict, now time.Time, credential bool) capacity.Block {
+	return capacity.Block{Reason: capacity.CredentialDisabled, Until: now.Add(g.opts.CredentialBlock),
+		Credential: credential, HalfOpen: g.opts.HalfOpen, Detail: v.Code}
 }
 
 func (g *gatedCall) block(ctx context.Context, b capacity.Block) {

@@ -133,28 +133,15 @@ func newPoolCall(o *Options, call Call, name string, scope capacity.Scope, profi
 // usage limit); a spent quota of the model or no access to it takes it out
 // of this model only. False for failures the member does not cause.
 func (g *gatedCall) memberBlock(v tgerrors.Verdict, now time.Time) (capacity.Block, bool) {
-	o := g.opts
 	switch v.Class {
 	case tgerrors.RateLimited:
-		wait := v.RetryAfter
-		if wait <= 0 {
-			wait = time.Second
-		}
-		return capacity.Block{Reason: capacity.Cooldown, Until: now.Add(wait), Detail: v.Code}, true
+		return cooldownBlock(v, now), true
 	case tgerrors.QuotaExhausted:
-		until := v.ResetAt
-		if until.IsZero() || !until.After(now) {
-			until = now.Add(o.QuotaBlockUnknown)
-		}
-		detail := v.QuotaID
-		if detail == "" {
-			detail = v.Code
-		}
-		account := v.Reason == tgerrors.ReasonBilling || v.Reason == tgerrors.ReasonUsageLimit
-		return capacity.Block{Reason: capacity.QuotaExhausted, Until: until, Credential: account, Detail: detail}, true
+		b := g.quotaBlock(v, now)
+		b.Credential = v.Reason == tgerrors.ReasonBilling || v.Reason == tgerrors.ReasonUsageLimit
+		return b, true
 	case tgerrors.BadCredential, tgerrors.NoAccess:
-		return capacity.Block{Reason: capacity.CredentialDisabled, Until: now.Add(o.CredentialBlock),
-			Credential: v.Class == tgerrors.BadCredential, HalfOpen: o.HalfOpen, Detail: v.Code}, true
+		return g.credentialBlock(v, now, v.Class == tgerrors.BadCredential), true
 	}
 	return capacity.Block{}, false
 }

@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,4 +121,63 @@ func TestStalledSettleStaysInsideStartToClose(t *testing.T) {
 	assert.Len(t, e.attemptLog(), 1, "one attempt")
 	assert.Equal(t, int64(1), e.provider.calls.Load(), "one provider call")
 	assert.Less(t, took, 3*time.Second, "returned inside start-to-close")
+}
+
+// blocksAtSettle records, at each settle, the blocks already on the
+// settled lease's scope.
+type blocksAtSettle struct {
+	*capacity.MemoryStore
+	mu   sync.Mutex
+	seen [][]capacity.BlockReason
+}
+
+func (s *blocksAtSettle) Settle(ctx context.Context, l capacity.Lease, final capacity.Charges) error {
+	snap, err := s.MemoryStore.Snapshot(ctx, l.Scope)
+	if err != nil {
+		return err
+	}
+	var reasons []capacity.BlockReason
+	for _, b := range snap.Blocks {
+		reasons = append(reasons, b.Reason)
+	}
+	s.mu.Lock()
+	s.seen = append(s.seen, reasons)
+	s.mu.Unlock()
+	return s.MemoryStore.Settle(ctx, l, final)
+}
+
+// A failure that blocks the scope blocks it before the call's settle gives
+// its reservation back: the refund wakes waiting calls, and none may be
+// admitted in between to meet the same answer. A 429's cooldown comes after
+// the settle, as it always has: its cut works on the level the settle and
+// the report leave (set before them, TestOverload/LimitDrop drew 23 × 429s
+// when the cooldown ended).
+func TestBlockBeforeSettle(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply reply
+		want  capacity.BlockReason // 0: no block yet
+	}{
+		{"RateLimited", rateLimited("2"), 0},
+		{"QuotaExhausted", quotaExhausted(), capacity.QuotaExhausted},
+		{"BadCredential", badKey(), capacity.CredentialDisabled},
+		{"Overloaded", overloaded(), capacity.Overloaded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &blocksAtSettle{MemoryStore: capacity.NewMemoryStore(capacity.MemoryOptions{})}
+			e := newEnvWithStore(t, store.MemoryStore, rpmLimits(6000), func(o *interceptor.Options) {
+				o.Store = store
+				o.BreakerThreshold = 1 // the first overload opens the breaker
+			}, tc.reply)
+			e.run(t, Step{In: call("gpt-4o", "team-a")})
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			require.NotEmpty(t, store.seen, "settled")
+			if tc.want == 0 {
+				assert.Empty(t, store.seen[0], "not yet blocked when the failed call settled")
+				return
+			}
+			assert.Contains(t, store.seen[0], tc.want, "blocked when the failed call settled")
+		})
+	}
 }
