@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/interceptor"
 	"github.com/tollgate-dev/tollgate/testsuite"
+	"github.com/tollgate-dev/tollgate/workflows"
 )
 
 // overloadModel is the model of every overload run; each run has its own
@@ -75,6 +77,10 @@ func OverloadWorkflow(ctx workflow.Context, spec OverloadSpec) (OverloadResult, 
 			StartToCloseTimeout:    time.Minute,
 			HeartbeatTimeout:       spec.Heartbeat,
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 0},
+			// The class's priority key, as CallModel sets it: the dev
+			// server's priority matcher dispatches an interactive call
+			// ahead of a bulk backlog on the same task queue.
+			Priority: workflows.Options{}.ActivityOptions(c.Class).Priority,
 		})
 		p := prompt(spec.First+i, c.Words)
 		futs[i] = workflow.ExecuteActivity(actx, "Chat", activities.OpenAIChatRequest{
@@ -107,6 +113,7 @@ type send struct {
 	Call      string // workflow id / activity id
 	Attempt   int32
 	Scheduled time.Time // when the workflow scheduled the call (its first attempt)
+	Started   time.Time // when the attempt's task was handed to a worker
 	Deadline  time.Time // Scheduled + schedule-to-close
 	Sent      time.Time
 	Answered  time.Time // zero if no answer came
@@ -143,6 +150,7 @@ func (l *sendLog) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.Call = info.WorkflowExecution.ID + "/" + info.ActivityID
 		s.Attempt = info.Attempt
 		s.Scheduled = info.ScheduledTime
+		s.Started = info.StartedTime
 		s.Deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
 	}
 	if l.out != nil {
@@ -516,6 +524,17 @@ func checkNeverPastDeadline(t *testing.T, sends []send) {
 // queueAges returns, for each call whose key keep accepts, how long it
 // waited from being scheduled to its first request, sorted.
 func queueAges(sends []send, keep func(call string) bool) []time.Duration {
+	var ages []time.Duration
+	for _, s := range firstSends(sends, keep) {
+		ages = append(ages, s.Sent.Sub(s.Scheduled))
+	}
+	slices.Sort(ages)
+	return ages
+}
+
+// firstSends returns the first request of each call whose key keep
+// accepts, in the order they were sent.
+func firstSends(sends []send, keep func(call string) bool) []send {
 	first := map[string]send{}
 	for _, s := range sends {
 		if !keep(s.Call) {
@@ -525,12 +544,9 @@ func queueAges(sends []send, keep func(call string) bool) []time.Duration {
 			first[s.Call] = s
 		}
 	}
-	var ages []time.Duration
-	for _, s := range first {
-		ages = append(ages, s.Sent.Sub(s.Scheduled))
-	}
-	slices.Sort(ages)
-	return ages
+	out := slices.Collect(maps.Values(first))
+	slices.SortFunc(out, func(a, b send) int { return a.Sent.Compare(b.Sent) })
+	return out
 }
 
 // quantile returns the q-quantile (nearest rank) of sorted.
