@@ -37,6 +37,10 @@ type memScope struct {
 type scopeState struct {
 	limits  Limits
 	lowered [NumDimensions]int64 // provider-reported limits below the configured ones
+	// loweredMark is the grant mark (Mark.Granted) of the latest report
+	// that lowered each limit (0: none known), so that an older report of
+	// a higher limit does not lift it (predates).
+	loweredMark [NumDimensions]float64
 	// loweredUntil is when the lowered limits are forgotten (zero: none
 	// lowered): LoweredLimitMemory after the last report of one.
 	loweredUntil time.Time
@@ -208,7 +212,7 @@ func (m *memScope) advance(now time.Time) {
 	}
 	if !m.loweredUntil.IsZero() && !now.Before(m.loweredUntil) {
 		// Evidence, not law: a lowered limit not reported again is forgotten.
-		m.lowered, m.loweredUntil = [NumDimensions]int64{}, time.Time{}
+		m.lowered, m.loweredMark, m.loweredUntil = [NumDimensions]int64{}, [NumDimensions]float64{}, time.Time{}
 		m.recompute() // tickets keep their times (later than needed) until the next retime
 	}
 	if !m.nextExp.IsZero() && !now.Before(m.nextExp) {
@@ -528,8 +532,9 @@ func (m *memScope) dropLease(call string) {
 // lowerLimits applies the limits of observation o: a reported limit below
 // the configured one lowers it, to a tenth of it at the least
 // (MinReportedFraction), and a report at or above it lifts an earlier
-// lowering. A lowering is forgotten LoweredLimitMemory after the last report
-// of one. It reports whether the budgets changed.
+// lowering, unless it predates the report that lowered it. A lowering is
+// forgotten LoweredLimitMemory after the last report of one. It reports
+// whether the budgets changed.
 func (m *memScope) lowerLimits(o Observation, now time.Time) bool {
 	changed, reported, lowered := false, false, false
 	for d := range numBuckets {
@@ -537,10 +542,14 @@ func (m *memScope) lowerLimits(o Observation, now time.Time) bool {
 		if od.HasLimit && od.Limit > 0 {
 			cfg := m.limits.Limit(Dimension(d))
 			was := m.lowered[d]
-			if cfg == 0 || od.Limit < cfg {
+			switch {
+			case cfg == 0 || od.Limit < cfg:
 				reported, m.lowered[d] = true, boundReported(od.Limit, cfg)
-			} else {
-				m.lowered[d] = 0
+				if o.Mark.Valid {
+					m.loweredMark[d] = math.Max(m.loweredMark[d], o.Mark.Granted[d])
+				}
+			case !m.predates(o, d):
+				m.lowered[d], m.loweredMark[d] = 0, 0
 			}
 			changed = changed || m.lowered[d] != was
 		}
@@ -557,6 +566,15 @@ func (m *memScope) lowerLimits(o Observation, now time.Time) bool {
 		m.clampLevels()
 	}
 	return changed
+}
+
+// predates reports whether observation o is of a call granted before the
+// one whose report lowered bucket d's limit: it tells of the provider
+// before the limit fell (an answer rendered before the fall, read after
+// the first report of it), so it neither lifts the lowering nor raises
+// the level.
+func (m *memScope) predates(o Observation, d int) bool {
+	return m.lowered[d] != 0 && o.Mark.Valid && o.Mark.Granted[d] < m.loweredMark[d]
 }
 
 // boundReported is a reported limit below the configured limit cfg (0: none
@@ -583,8 +601,8 @@ func boundReported(reported, cfg int64) int64 {
 // before the report is read). A bucket below that range is raised to its
 // bottom, one above it is lowered to its top, one inside it is left as it
 // is; the top at most the ceiling, the bottom at most raiseTo. It raises only
-// where the report is of the configured budget (follows) and its remaining
-// is above zero: providers report a bucket in debt (after a lowered limit,
+// where the report is of the configured budget (follows), does not predate
+// a lowered limit (predates), and its remaining is above zero: providers report a bucket in debt (after a lowered limit,
 // or output charged at the end of a call) as 0, which bounds it from above
 // only. Booked tickets then follow the new levels (retime). Reset values
 // are never used as rates.
@@ -622,7 +640,7 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		}
 		top := float64(od.Remaining) - uncounted
 		bucket := math.Min(m.level[d]+m.booked[d], math.Min(top, m.ceiling(d)))
-		if m.follows(od, d) && od.Remaining > 0 {
+		if m.follows(od, d) && !m.predates(o, d) && od.Remaining > 0 {
 			bucket = math.Max(bucket, m.raiseTo(d, top-since-before))
 		}
 		// The provider's bucket holds what booked tickets will claim:

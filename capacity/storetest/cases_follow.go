@@ -66,6 +66,34 @@ var followCases = []Case{
 		// (ReportAfterA429StopsShortOfTheToken).
 		assert.InDelta(h.t, 800-0.3*1000*capacity.ReorderWindow.Seconds(), h.level(capacity.Tokens), 1e-9, "a remaining above zero is followed up")
 	}},
+	{"ReportFromBeforeALimitFellNeverLiftsIt", func(h *harness) {
+		// The provider halves its limit between two answers, and the older
+		// answer (the old limit, much remaining) is read after the newer
+		// one: it tells of the provider before the fall, so the limit
+		// stays lowered and the level is not raised. A report of a call
+		// granted after the lowering one lifts it.
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // 1000/s, capacity 5000
+		older := h.grant(h.req(l, tokens(1000, 0)))
+		newer := h.grant(h.req(l, tokens(1000, 0)))
+		o := reported(capacity.Tokens, 30000, 0)
+		o.Mark = newer.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		require.InDelta(h.t, 500, h.snap(testScope).Budget[capacity.Tokens].Rate, 1e-9, "lowered")
+		level := h.level(capacity.Tokens)
+
+		o = reported(capacity.Tokens, 60000, 4000)
+		o.Mark = older.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 500, h.snap(testScope).Budget[capacity.Tokens].Rate, 1e-9, "still lowered")
+		assert.InDelta(h.t, level, h.level(capacity.Tokens), 1e-9, "not raised")
+
+		h.clock.Advance(time.Second) // the lowered rate refills 500
+		later := h.grant(h.req(l, tokens(10, 0)))
+		o = reported(capacity.Tokens, 60000, 4000)
+		o.Mark = later.Mark
+		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
+		assert.InDelta(h.t, 1000, h.snap(testScope).Budget[capacity.Tokens].Rate, 1e-9, "lifted by a later report")
+	}},
 	{"ReportMovesTheLevelOnlyAsFarAsItProves", func(h *harness) {
 		// A provider that reports its bucket when it answers counts calls
 		// sent after the observed one, one that reports it when it admits

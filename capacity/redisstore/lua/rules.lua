@@ -649,7 +649,7 @@ local function advance()
   end
   if S.lowered_until ~= 0 and NOW >= S.lowered_until then
     -- Evidence, not law: a lowered limit not reported again is forgotten.
-    for d = 1, NB do S.lowered[d] = 0 end
+    for d = 1, NB do S.lowered[d], S.lowered_mark[d] = 0, 0 end
     S.lowered_until = 0
     recompute()
   end
@@ -727,18 +727,25 @@ end
 
 -- lowerLimits applies the limits of observation o: a reported limit below
 -- the configured one lowers it, to a tenth of it at the least, and a report
--- at or above it lifts an earlier lowering. A lowering is forgotten
+-- at or above it lifts an earlier lowering, unless it predates the report
+-- that lowered it: o.predates[d] (set here; memScope.predates) says o is
+-- of a call granted before the one whose report lowered bucket d's limit,
+-- so it tells of the provider before the limit fell and neither lifts the
+-- lowering nor raises the level (observe). A lowering is forgotten
 -- LOWERED_LIMIT_MEMORY after the last report of one (advance). It reports
 -- whether the budgets changed.
 local function lowerLimits(o)
   local changed, reported, lowered = false, false, false
+  o.predates = {}
   for d = 1, NB do
+    o.predates[d] = S.lowered[d] ~= 0 and o.markValid and o.mark[d] < S.lowered_mark[d]
     if o.hasLimit[d] and o.limit[d] > 0 then
       local cfg, was = S.limit[d], S.lowered[d]
       if cfg == 0 or o.limit[d] < cfg then
         reported, S.lowered[d] = true, boundReported(o.limit[d], cfg)
-      else
-        S.lowered[d] = 0
+        if o.markValid then S.lowered_mark[d] = max(S.lowered_mark[d], o.mark[d]) end
+      elseif not o.predates[d] then
+        S.lowered[d], S.lowered_mark[d] = 0, 0
       end
       changed = changed or S.lowered[d] ~= was
     end
@@ -780,7 +787,8 @@ end
 -- everything granted after the observed call and what the calls granted
 -- before it held in flight (those still live, and the mark's in flight,
 -- Mark.InFlight); a bucket below that range is raised to
--- its bottom (only where the report is of the configured budget, follows),
+-- its bottom (only where the report is of the configured budget, follows,
+-- and does not predate a lowered limit, o.predates),
 -- one above it lowered to its top; the top at most the ceiling, the
 -- bottom at most memScope.raiseTo, and no raise from a remaining of 0 (a
 -- bucket in debt is reported as 0). Booked tickets then follow the new
@@ -812,7 +820,7 @@ local function observe(o)
       if o.markValid then before = max(before, o.inflight[d] - uncounted) end
       local top = o.remaining[d] - uncounted
       local bucket = min(S.level[d] + S.booked[d], min(top, ceiling(d)))
-      if follows(o, d) and o.remaining[d] > 0 then
+      if follows(o, d) and not o.predates[d] and o.remaining[d] > 0 then
         -- A raise follows what the report proves up to the capacity, and
         -- beyond it keeps the margin's part of the capacity; while a 429
         -- has cut the rate, it stops short by the cut's share of

@@ -189,6 +189,7 @@ local STATE_SCHEMA = {
   {'keyed', 'number'}, -- 1 once a keyed call came since the scope was at rest (fairState.keyed; 4.0)
   {'fair_start_until', 'number'}, -- end of the first keyed calls' gathering (fairState.fairStartUntil; 4.0)
   {'fair_start_from', 'number'}, -- its start (fairState.fairStartFrom; 4.0)
+  {'lowered_mark', 'bucket'}, -- the grant mark of the report that lowered each limit (memScope.loweredMark; 4.7)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
