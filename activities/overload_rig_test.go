@@ -465,6 +465,27 @@ func rateLimitEvents(entries []testsuite.Entry, from time.Time) (events, n int) 
 	return events, len(arrivals)
 }
 
+// sentAfterA429 counts the requests answered 429 that their worker sent
+// within reactionWindow after it had read another 429: calls granted after
+// the gate could have known, or granted just before and sent after.
+func sentAfterA429(sends []send) int {
+	var refused []send
+	for _, s := range sends {
+		if s.Status == http.StatusTooManyRequests {
+			refused = append(refused, s)
+		}
+	}
+	n := 0
+	for _, s := range refused {
+		if slices.ContainsFunc(refused, func(o send) bool {
+			return o.Answered.Before(s.Sent) && s.Sent.Sub(o.Answered) < reactionWindow
+		}) {
+			n++
+		}
+	}
+	return n
+}
+
 // reactionWindow is how long after a 429 reaches the provider a call the
 // gate granted before it read that 429 may still reach the provider: the
 // answer read, classified and settled, the granted call's request built and

@@ -259,14 +259,15 @@ func overloadLimitDrop(t *testing.T, c client.Client) {
 	allowed := max(1, int(math.Ceil(span.Seconds()/30)))
 	events, n429 := rateLimitEvents(es, drop)
 	layer := r.checkOneRetryLayer(t, es)
-	checkNeverPastDeadline(t, r.sends.all())
+	sends := r.sends.all()
+	checkNeverPastDeadline(t, sends)
 	t.Logf("TPM %d → %d at %v into the run; first response reporting it %v after the drop; run ends %v after the drop",
 		before.TokensPerMinute, after.TokensPerMinute, drop.Sub(first).Round(time.Millisecond), report.Sub(drop).Round(time.Millisecond), span.Round(time.Millisecond))
 	t.Logf("before the drop: %d requests, worst excess over the old bound %.0f tokens", len(pre), worstPre)
 	t.Logf("from 2 s after the first report: %d requests, %d tokens in %.1f s = %.0f tokens/s against the new %.0f/s (bucket %.0f); worst excess over the new bound %.0f tokens",
 		len(post), postTokens, postSpan, float64(postTokens)/math.Max(postSpan, 1e-3), newRate, newBurst, worstPost)
-	t.Logf("429s after the drop: %d in %d events (allowed %d over %v; last at %v after the drop); %v",
-		n429, events, allowed, span.Round(time.Second), after429.Sub(drop).Round(time.Millisecond), layer)
+	t.Logf("429s after the drop: %d in %d events, %d of them sent after the worker had read a 429 (allowed %d over %v; last at %v after the drop); %v",
+		n429, events, sentAfterA429(sends), allowed, span.Round(time.Second), after429.Sub(drop).Round(time.Millisecond), layer)
 	t.Logf("around the drop, per 500 ms from 1 s before it: %s", timeline(es, drop.Add(-time.Second), drop.Add(7*time.Second), 500*time.Millisecond))
 
 	ok, failed := completed(res)
@@ -727,7 +728,8 @@ func unseenClient(t *testing.T, c client.Client, ro rigOptions) {
 	f.Calls = n
 	worst := checkBudgets(t, all, lim)
 	layer := r.checkOneRetryLayer(t, es)
-	checkNeverPastDeadline(t, r.sends.all())
+	sends := r.sends.all()
+	checkNeverPastDeadline(t, sends)
 	var direct, directOK int
 	var directTokens int64
 	var from, to, dfrom, dto time.Time
@@ -757,8 +759,8 @@ func unseenClient(t *testing.T, c client.Client, ro rigOptions) {
 	t.Logf("%v", f)
 	t.Logf("unseen client: %d requests, %d admitted, %d tokens in %v (%.0f %% of the limit)",
 		direct, directOK, directTokens, dto.Sub(dfrom).Round(time.Millisecond), 100*float64(directTokens)/(float64(lim.TokensPerMinute)/60*dto.Sub(dfrom).Seconds()))
-	t.Logf("tollgate's 429s: %d in %d events over %v (allowed %d) %v; conformance of all traffic %v; %v",
-		n429, events, span.Round(time.Millisecond), allowed, f.ProviderRateLimited, worst, layer)
+	t.Logf("tollgate's 429s: %d in %d events over %v (allowed %d), %d of them sent after the worker had read a 429 %v; conformance of all traffic %v; %v",
+		n429, events, span.Round(time.Millisecond), allowed, sentAfterA429(sends), f.ProviderRateLimited, worst, layer)
 	t.Logf("tollgate's traffic per second: %s", timeline(es, from, to.Add(time.Second), time.Second))
 
 	ok, failed := completed(res)

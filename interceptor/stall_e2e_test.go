@@ -101,7 +101,12 @@ func TestRedisStallDuringSettleNeverPaysTwice(t *testing.T) {
 	})
 	require.NoError(t, err)
 	const queue = "tollgate-stall"
-	w := worker.New(c, queue, worker.Options{Plugins: []worker.Plugin{plugin}})
+	// The gate heartbeats every third of the timeout; the SDK sends at most
+	// one heartbeat per 0.8 × the timeout unless told otherwise, which left
+	// the server 0.6 s of slack: with the race detector and other tests
+	// running, 2 of 18 runs timed attempts out on heartbeats and paid twice
+	// (docs/operations.md, Heartbeats).
+	w := worker.New(c, queue, worker.Options{Plugins: []worker.Plugin{plugin}, MaxHeartbeatThrottleInterval: stallHeartbeat / 3})
 	w.RegisterActivity(oa)
 	w.RegisterWorkflow(StallWorkflow)
 	require.NoError(t, w.Start())
