@@ -465,8 +465,8 @@ func rateLimitEvents(entries []testsuite.Entry, from time.Time) (events, n int) 
 	return events, len(arrivals)
 }
 
-// sentAfterA429 counts the requests answered 429 that their worker sent
-// within reactionWindow after it had read another 429: calls granted after
+// sentAfterA429 counts the requests answered 429 that were sent within
+// reactionWindow after a worker had read another 429: calls granted after
 // the gate could have known, or granted just before and sent after.
 func sentAfterA429(sends []send) int {
 	var refused []send
@@ -492,8 +492,8 @@ func sentAfterA429(sends []send) int {
 // sent, under the race detector with other tests running. Every client that
 // sends a call when it is granted meets the provider's refusal with the
 // calls on their way; their 429s are one event (measured under that load:
-// 1–3 × 429, the last 19–122 ms after a limit drop; 3 × 429 at once with
-// TestUnseenClient's headers at admission).
+// 1–3 × 429, the last 2–150 ms after a limit drop; 3 × 429 within one
+// second with TestUnseenClient's headers at admission).
 const reactionWindow = 250 * time.Millisecond
 
 // perMinute lists the per-minute dimensions the fake provider meters.

@@ -602,9 +602,9 @@ func boundReported(reported, cfg int64) int64 {
 // bottom, one above it is lowered to its top, one inside it is left as it
 // is; the top at most the ceiling, the bottom at most raiseTo. It raises only
 // where the report is of the configured budget (follows), does not predate
-// a lowered limit (predates), and its remaining is above zero: providers report a bucket in debt (after a lowered limit,
-// or output charged at the end of a call) as 0, which bounds it from above
-// only. Booked tickets then follow the new levels (retime). Reset values
+// a lowered limit (predates), and its remaining is above zero: providers
+// report a bucket in debt (after a lowered limit, or output charged at the
+// end of a call) as 0, which bounds it from above only. Booked tickets then follow the new levels (retime). Reset values
 // are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
 	changed := m.lowerLimits(o, now)

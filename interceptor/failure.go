@@ -31,7 +31,8 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	// calls, which must not be admitted in between to meet the same answer.
 	// A scope's cooldown is the exception: it is set after the settle and
 	// the report, because its cut of the rate (decision 0006) works on the
-	// level they leave.
+	// level they leave. A pool member's block, cooldown included, comes
+	// first, so the pool does not pick the member again in between.
 	rerouted := false
 	var cooldown capacity.Block
 	if g.pool != nil {
