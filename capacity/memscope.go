@@ -15,12 +15,13 @@ type memScope struct {
 	scopeState
 
 	leases  map[string]Lease  // live lease by Call
+	recent  recentGrants      // the leases granted within ReorderWindow: Mark.InFlight
 	tickets map[string]Ticket // booked ticket by Call
 
 	failures map[string]failureCount // real failures by Call
-	// endedAt holds the leases settled or released lately, by lease id,
-	// until they are forgotten: a second settle or release applies nothing.
-	endedAt map[string]time.Time
+	// ended holds the leases settled or released lately, until they are
+	// forgotten: a second settle or release applies nothing.
+	endedLeases endedLeases
 
 	notify chan struct{} // closed and dropped on each settle/release, made by Released
 	// due holds the channels of calls waiting for their tickets
@@ -74,19 +75,20 @@ type scopeState struct {
 func newMemScope(sc Scope, grace time.Duration) *memScope {
 	return &memScope{
 		scope: sc, leases: make(map[string]Lease), tickets: make(map[string]Ticket),
-		failures: make(map[string]failureCount), endedAt: make(map[string]time.Time),
-		grace: grace,
+		failures: make(map[string]failureCount),
+		grace:    grace,
 	}
 }
 
 // clone returns a copy of m that shares nothing with it and wakes no one:
-// Snapshot advances the copy, so that reading a scope never changes it.
+// Snapshot advances the copy, so that reading a scope never changes it. The
+// ended leases stay behind: a snapshot reads none.
 func (m *memScope) clone() *memScope {
 	return &memScope{
 		scope: m.scope, scopeState: m.scopeState,
-		leases: maps.Clone(m.leases), tickets: maps.Clone(m.tickets),
-		failures: map[string]failureCount{}, endedAt: maps.Clone(m.endedAt),
-		grace: m.grace,
+		leases: maps.Clone(m.leases), recent: m.recent.clone(), tickets: maps.Clone(m.tickets),
+		failures: map[string]failureCount{},
+		grace:    m.grace,
 		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish, past: m.past, lastServed: m.lastServed,
 			keyed: m.keyed, fairStartFrom: m.fairStartFrom, fairStartUntil: m.fairStartUntil,
 			flows: maps.Clone(m.flows), keys: maps.Clone(m.keys)},
@@ -111,21 +113,13 @@ const EndedLeaseMemory = time.Minute
 // ended reports whether lease id was settled or released within
 // EndedLeaseMemory.
 func (m *memScope) ended(id string, now time.Time) bool {
-	forget, ok := m.endedAt[id]
-	return ok && now.Before(forget)
+	return m.endedLeases.has(id, now)
 }
 
 // end records that lease id was settled or released, and forgets those
 // ended more than EndedLeaseMemory ago.
 func (m *memScope) end(id string, now time.Time) {
-	m.endedAt[id] = now.Add(EndedLeaseMemory)
-	if len(m.endedAt)%256 == 0 {
-		for k, forget := range m.endedAt {
-			if !now.Before(forget) {
-				delete(m.endedAt, k)
-			}
-		}
-	}
+	m.endedLeases.add(id, now)
 }
 
 // boundDebt bounds what a settle may charge beyond its reservation: no call
@@ -491,8 +485,10 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64
 		ID: req.LeaseID(), Call: req.Call, Attempt: req.Attempt, Scope: req.Scope,
 		Charges: c, Class: req.Class, Key: req.Fairness.Key, Weight: weight,
 		GrantedAt: now, Expires: now.Add(ttl),
-		Mark: Mark{Valid: true, Granted: m.granted, InFlight: m.recentLeaseCharges(now)},
 	}
+	m.recent.expire(now.Add(-ReorderWindow), m.leases)
+	le.Mark = Mark{Valid: true, Granted: m.granted, InFlight: m.recent.held}
+	m.recent.add(le)
 	m.leases[req.Call] = le
 	m.inflight++
 	m.noteExpiry(le.Expires)
@@ -506,24 +502,9 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64
 // arrived first.
 const ReorderWindow = 250 * time.Millisecond
 
-// recentLeaseCharges is what the live leases granted within ReorderWindow
-// before now hold, per dimension.
-func (m *memScope) recentLeaseCharges(now time.Time) [NumDimensions]float64 {
-	var sum [NumDimensions]float64
-	since := now.Add(-ReorderWindow)
-	for _, le := range m.leases {
-		if le.GrantedAt.Before(since) {
-			continue
-		}
-		for d := range sum {
-			sum[d] += float64(le.Charges[d])
-		}
-	}
-	return sum
-}
-
 func (m *memScope) dropLease(call string) {
-	if _, ok := m.leases[call]; ok {
+	if le, ok := m.leases[call]; ok {
+		m.recent.ended(le)
 		delete(m.leases, call)
 		m.inflight--
 	}

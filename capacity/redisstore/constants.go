@@ -25,7 +25,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "4.7"
+const scriptVersion = "5.0"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -118,6 +118,7 @@ func luaConstants() []luaConstant {
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
 		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
 		{"RETIME_MOVE", capacity.RetimeMove, "capacity.RetimeMove"},
+		{"RETIME_WINDOW", capacity.RetimeWindow, "capacity.RetimeWindow"},
 		{"GATHER_SPACING", capacity.GatherSpacing.Microseconds(), "capacity.GatherSpacing (µs)"},
 		{"REORDER_WINDOW", capacity.ReorderWindow.Microseconds(), "capacity.ReorderWindow (µs)"},
 		{"MAX_FAIR_START", capacity.MaxFairStart.Microseconds(), "capacity.MaxFairStart (µs)"},
@@ -162,6 +163,8 @@ func luaConstants() []luaConstant {
 		{"K_ENDED", keyEnded + 1, ""},
 		{"K_FLOWS", keyFlows + 1, ""},
 		{"K_KEY_CAPS", keyKeyCaps + 1, ""},
+		{"K_RECENT", keyRecent + 1, ""},
+		{"K_ORDER", keyOrder + 1, "rank r's tickets in their order: KEYS[K_ORDER + r]"},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
 		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},
 	}

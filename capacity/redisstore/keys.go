@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strconv"
 	"sync/atomic"
 
 	"github.com/tollgate-dev/tollgate/capacity"
@@ -20,6 +21,8 @@ import (
 //	{P:C}:ended:K             leases settled or released lately, by when they are forgotten (sorted set)
 //	{P:C}:flows:K             fair-queuing flows by class/key: rank, finish, granted; TTL: the state's
 //	{P:C}:keycaps:K           fairness keys' cap counters by key; TTL: the state's
+//	{P:C}:recent:K            the leases granted within capacity.ReorderWindow, oldest first (list); TTL: the window's
+//	{P:C}:order:R:K           rank R's tickets by virtual finish (sorted set), R from 0 to capacity.MaxRank; TTL: the tickets'
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //	{P:C}:learn:K:KIND, {P:C}:learnin:K, {P:C}:learnkinds:K   what was learned (see learn.go)
@@ -37,9 +40,11 @@ const (
 	keyTickets   = 4
 	keyTicketExp = 5
 	keyTicketAt  = 6
-	keyEnded     = 7 // added in scripts 3.2; earlier scripts ignore it
-	keyFlows     = 8 // added in scripts 4.0
-	keyKeyCaps   = 9 // added in scripts 4.0
+	keyEnded     = 7  // added in scripts 3.2; earlier scripts ignore it
+	keyFlows     = 8  // added in scripts 4.0
+	keyKeyCaps   = 9  // added in scripts 4.0
+	keyRecent    = 10 // added in scripts 5.0
+	keyOrder     = 11 // added in scripts 5.0: keyOrder + rank, for every rank
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -61,7 +66,7 @@ type scopeKeys struct {
 func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 	tag := "{" + prefix + ":" + sc.CredentialKey() + "}"
 	k := sc.Key()
-	return &scopeKeys{
+	sk := &scopeKeys{
 		scope:    sc,
 		scopeKey: k,
 		credKey:  sc.CredentialKey(),
@@ -76,10 +81,15 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 			keyEnded:     tag + ":ended:" + k,
 			keyFlows:     tag + ":flows:" + k,
 			keyKeyCaps:   tag + ":keycaps:" + k,
+			keyRecent:    tag + ":recent:" + k,
 		},
 		channel: tag + ":n:" + k,
 		failure: tag + ":f:" + k + ":",
 	}
+	for r := range capacity.MaxRank + 1 {
+		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
+	}
+	return sk
 }
 
 // keysFor returns sc's key names, cached per store.

@@ -48,6 +48,15 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":ended:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":flows:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":keycaps:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":recent:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":order:0:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":order:1:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":order:2:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":order:3:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":order:4:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":order:5:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":order:6:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":order:7:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)
@@ -96,7 +105,8 @@ func TestKeyTTLs(t *testing.T) {
 	near(k.keys[keyCredBlock], 20*time.Second)                      // the block's end
 	near(k.failure+"c1", 10*time.Second)                            // forgotten then
 	near(k.keys[keyFlows], time.Until(l.DayReset.Next(time.Now()))) // fair queuing lives as long as the state
-	require.Len(t, keys, 6, "no other keys: %v", keys)              // no ticket was booked
+	near(k.keys[keyRecent], capacity.ReorderWindow)                 // the grants that may still be reordered
+	require.Len(t, keys, 7, "no other keys: %v", keys)              // no ticket was booked
 
 	// Settled, the scope matters until its bucket is full again (0.1 s) and
 	// its daily count resets (the day boundary), not until a lease expiry.

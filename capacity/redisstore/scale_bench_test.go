@@ -43,8 +43,11 @@ const (
 // redis-server, once whatever b.N (run it with -benchtime 1x): 1,000 callers
 // (TOLLGATE_SCALE_CALLERS) spread over 8 child processes
 // (TOLLGATE_SCALE_PROCS), each process with its own Store on one shared
-// prefix, share a budget of 200 grants/s (RequestsPerMinute 12,000, a
-// one-second burst). Each caller loops for 10 s (TOLLGATE_SCALE_SECONDS):
+// prefix, share a budget of 200 grants/s (RequestsPerMinute 12,000, every
+// other limit at its default: the default bucket, and the default safety
+// margin, which grants 95 % of the rate: 190/s). A second row runs the same
+// with a one-second bucket (Burst). Each caller loops for 10 s
+// (TOLLGATE_SCALE_SECONDS):
 // capacity.Wait with Book, hold 20 ms, Settle with the same charges. It
 // asserts nothing about time; it reports, over the window:
 //
@@ -68,12 +71,25 @@ const (
 //     the same in client commands (those reserves' share of the script calls,
 //     plus every command that is not a script call: subscriptions);
 //   - redis-cpu-busy: the server's CPU (used_cpu_sys + used_cpu_user delta)
-//     / wall time.
+//     / wall time; slowest-cmd-us: the longest command the server ran in
+//     the window (SLOWLOG; a script call with what it called).
 func BenchmarkHotScope(b *testing.B) {
 	if testing.Short() {
 		b.Skip("a multi-second multi-process run")
 	}
+	for _, c := range []struct {
+		name  string
+		burst time.Duration
+	}{{"burst=default", 0}, {"burst=1s", time.Second}} {
+		b.Run(c.name, func(b *testing.B) { benchmarkHotScope(b, c.burst) })
+	}
+}
+
+// benchmarkHotScope is BenchmarkHotScope with the hot scope's Limits.Burst
+// set to burst (zero: the default).
+func benchmarkHotScope(b *testing.B, burst time.Duration) {
 	run := scaleSetup(b, "hot", 8)
+	run.burst = burst
 	reps, srv := run.run(b, 0)
 	var (
 		grants, extra, waitNS, cmds, scripts, reserves, settles int64
@@ -120,12 +136,17 @@ func BenchmarkHotScope(b *testing.B) {
 		"overhead-ops/wait/s": float64(extra) / (waiting * secs),
 		"overhead-rt/wait/s":  (float64(scripts)*float64(extra)/float64(ops) + float64(cmds-scripts)) / (waiting * secs),
 		"redis-cpu-busy":      srv.cpu / secs,
+		"slowest-cmd-us":      float64(srv.slowest.Microseconds()),
 	}
 	for k, v := range f {
 		b.ReportMetric(v, k)
 	}
-	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget, hold %v, %.0f s on %s",
-		run.procs, run.callers/run.procs, run.callers, scaleHold, secs, run.addr)
+	bucket := "the default bucket"
+	if burst > 0 {
+		bucket = "a " + burst.String() + " bucket"
+	}
+	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget with %s, hold %v, %.0f s on %s",
+		run.procs, run.callers/run.procs, run.callers, bucket, scaleHold, secs, run.addr)
 	b.Logf("  grants: %d = %.1f/s; per 1-s window %v (min %d, max %d after the burst window)", grants, g/secs, perSec, lo, hi)
 	b.Logf("  Reserve latency (inside Store.Reserve, %d calls): p50 %.0f µs, p99 %.0f µs; after the first second (every caller arriving at once): p99 %.0f µs",
 		len(lat), f["reserve-p50-us"], f["reserve-p99-us"], f["steady-p99-us"])
@@ -134,7 +155,7 @@ func BenchmarkHotScope(b *testing.B) {
 	b.Logf("  denials: %v", scaleSorted(reasons))
 	b.Logf("  waiting callers: %.0f on average; server commands %d (%s): %.3f per waiting call per second; waiting overhead %.3f reserves = %.3f round trips per waiting call per second",
 		waiting, srv.commands, srv.top, f["cmds/wait/s"], f["overhead-ops/wait/s"], f["overhead-rt/wait/s"])
-	b.Logf("  Redis CPU busy: %.1f%% of one core", 100*f["redis-cpu-busy"])
+	b.Logf("  Redis CPU busy: %.1f%% of one core; longest command %v (%s)", 100*f["redis-cpu-busy"], srv.slowest, srv.slowName)
 }
 
 // BenchmarkManyScopes measures many scopes at once against a real
@@ -202,6 +223,7 @@ type scaleRun struct {
 	addr, prefix   string
 	rdb            *redis.Client
 	procs, callers int
+	burst          time.Duration // the hot scope's Limits.Burst; zero: the default
 	start          time.Time
 	window         time.Duration
 }
@@ -212,6 +234,11 @@ type scaleServerFigures struct {
 	top      string  // the most frequent commands
 	cpu      float64 // CPU seconds
 	memory   int64   // used_memory after the run (children gone) less before
+	// slowest is the longest command the server ran in the window (SLOWLOG:
+	// a script call counts as one command, with what it called), and
+	// slowName its name.
+	slowest  time.Duration
+	slowName string
 }
 
 // scaleSetup reads the environment and returns a run on a server.
@@ -254,6 +281,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 		cmd.Env = append(os.Environ(),
 			scaleEnvRole+"="+r.role, scaleEnvAddr+"="+r.addr, scaleEnvPrefix+"="+r.prefix,
 			scaleEnvProc+"="+strconv.Itoa(p), scaleEnvProcCallers+"="+strconv.Itoa(n), scaleEnvProcScopes+"="+strconv.Itoa(scopes),
+			scaleEnvBurst+"="+scaleBurstEnv(r.burst),
 			scaleEnvStart+"="+strconv.FormatInt(r.start.UnixNano(), 10), scaleEnvEnd+"="+strconv.FormatInt(end.UnixNano(), 10),
 			scaleEnvOut+"="+filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
 		out := &strings.Builder{}
@@ -265,9 +293,11 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 	}
 	b.ResetTimer()
 	time.Sleep(time.Until(r.start))
+	scaleSlowlogStart(b, r.rdb)
 	stats0, cpu0 := scaleServerStats(b, r.rdb)
 	time.Sleep(time.Until(end))
 	stats1, cpu1 := scaleServerStats(b, r.rdb)
+	slowest, slowName := scaleSlowest(b, r.rdb)
 	b.StopTimer()
 	for p, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
@@ -289,7 +319,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 		}
 		reps = append(reps, rep)
 	}
-	f := scaleServerFigures{cpu: cpu1 - cpu0}
+	f := scaleServerFigures{cpu: cpu1 - cpu0, slowest: slowest, slowName: slowName}
 	type count struct {
 		name string
 		n    int64
@@ -312,6 +342,45 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 	_ = r.rdb.Do(ctx, "MEMORY", "PURGE").Err()
 	f.memory = scaleInfoInt(b, r.rdb, "memory", "used_memory") - mem0
 	return reps, f
+}
+
+// scaleSlowlogStart makes the server log every command that takes 1 ms or
+// more, from an empty log.
+func scaleSlowlogStart(b *testing.B, rdb *redis.Client) {
+	ctx := context.Background()
+	for _, kv := range [][2]string{{"slowlog-log-slower-than", "1000"}, {"slowlog-max-len", "10000"}} {
+		if err := rdb.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rdb.Do(ctx, "SLOWLOG", "RESET").Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// scaleSlowest returns the longest command of the slow log and its name
+// (zero if none took 1 ms).
+func scaleSlowest(b *testing.B, rdb *redis.Client) (time.Duration, string) {
+	logs, err := rdb.SlowLogGet(context.Background(), 10000).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var d time.Duration
+	var name string
+	for _, l := range logs {
+		if l.Duration > d && len(l.Args) > 0 {
+			d, name = l.Duration, l.Args[0]
+		}
+	}
+	return d, name
+}
+
+// scaleBurstEnv is burst as the children read it: empty for the default.
+func scaleBurstEnv(burst time.Duration) string {
+	if burst == 0 {
+		return ""
+	}
+	return burst.String()
 }
 
 // scaleAddr returns the Redis the scale benchmarks run on: see

@@ -27,7 +27,8 @@ const (
 	scaleEnvProcScopes  = "TOLLGATE_SCALE_PROC_SCOPES"
 	scaleEnvStart       = "TOLLGATE_SCALE_START" // local unix nanoseconds
 	scaleEnvEnd         = "TOLLGATE_SCALE_END"
-	scaleEnvOut         = "TOLLGATE_SCALE_OUT" // the report file
+	scaleEnvOut         = "TOLLGATE_SCALE_OUT"   // the report file
+	scaleEnvBurst       = "TOLLGATE_SCALE_BURST" // Limits.Burst (a duration); unset: the default
 )
 
 // scaleHold is how long a hot-scope caller holds its grant before settling.
@@ -36,9 +37,11 @@ const scaleHold = 20 * time.Millisecond
 // scaleHotScope is the one scope of BenchmarkHotScope.
 var scaleHotScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "scale-hot"}
 
-// scaleHotLimits allow 200 grants/s with a one-second burst; nothing else
-// binds.
-var scaleHotLimits = capacity.Limits{RequestsPerMinute: 12000, Burst: time.Second, SafetyMargin: 1}
+// scaleHotLimits returns the hot scope's limits: 200 grants/s, every other
+// field at its default except Burst, which is burst (zero: the default).
+func scaleHotLimits(burst time.Duration) capacity.Limits {
+	return capacity.Limits{RequestsPerMinute: 12000, Burst: burst}
+}
 
 // scaleManyLimits are each scope's budget in BenchmarkManyScopes: 100 calls/s,
 // a one-second burst, 4 in flight.
@@ -212,10 +215,17 @@ func TestScaleChild(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	var burst time.Duration
+	if v := os.Getenv(scaleEnvBurst); v != "" {
+		if burst, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("%s: %v", scaleEnvBurst, err)
+		}
+	}
 	var work func(ctx context.Context, c *scaleCaller, i int)
 	switch role {
 	case "hot":
-		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, s, c, proc, i) }
+		lim := scaleHotLimits(burst)
+		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, s, lim, c, proc, i) }
 	case "many":
 		scopes := int(num(scaleEnvProcScopes))
 		work = func(ctx context.Context, c *scaleCaller, i int) {
@@ -277,11 +287,11 @@ func TestScaleChild(t *testing.T) {
 
 // scaleHotCaller loops until ctx ends: wait for a grant on the hot scope
 // (booking a ticket), hold it scaleHold, settle with the same charges.
-func scaleHotCaller(ctx context.Context, s *redisstore.Store, c *scaleCaller, proc, caller int) {
+func scaleHotCaller(ctx context.Context, s *redisstore.Store, lim capacity.Limits, c *scaleCaller, proc, caller int) {
 	st := scaleTimed{Store: s, c: c}
 	for i := 0; ; i++ {
 		req := capacity.Request{
-			Scope: scaleHotScope, Limits: scaleHotLimits, Charges: scaleOne,
+			Scope: scaleHotScope, Limits: lim, Charges: scaleOne,
 			Call: fmt.Sprintf("p%d-c%d-%d", proc, caller, i), Attempt: 1, Class: capacity.Standard, Book: true,
 		}
 		t0 := time.Now()

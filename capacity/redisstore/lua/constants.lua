@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "4.7"
+local SCRIPT_VERSION = "5.0"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -29,6 +29,8 @@ local NRANKS = 8
 local MAX_IDLE_FLOWS = 1024
 -- capacity.RetimeMove
 local RETIME_MOVE = 0.01
+-- capacity.RetimeWindow
+local RETIME_WINDOW = 64
 -- capacity.GatherSpacing (µs)
 local GATHER_SPACING = 1000
 -- capacity.ReorderWindow (µs)
@@ -97,6 +99,9 @@ local K_TICKET_TIMES = 7
 local K_ENDED = 8
 local K_FLOWS = 9
 local K_KEY_CAPS = 10
+local K_RECENT = 11
+-- rank r's tickets in their order: KEYS[K_ORDER + r]
+local K_ORDER = 12
 -- a stored lease (constants.go: leaseFields)
 local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}, {"inflight", "dimension"}}
 -- a stored ticket (constants.go: ticketFields)

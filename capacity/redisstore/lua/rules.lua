@@ -43,32 +43,6 @@ local function refund(c)
   charge(neg)
 end
 
--- floor of a class: the fraction of every budget it may not consume
--- (Limits.floor).
-local function classFloor(c)
-  if c == STANDARD then return S.standard_floor end
-  if c == BULK then return S.bulk_floor end
-  return 0
-end
-
--- classIndex maps a class out of range to Standard (capacity.classIndex).
-local function classIndex(c)
-  if c < 0 or c >= NCLASSES then return STANDARD end
-  return c
-end
-
--- effectiveClass is c lifted one class for each aging_after waited since
--- since (0: never) (Limits.effectiveClass).
-local function effectiveClass(c, since)
-  if S.aging_after <= 0 or since == 0 or c == INTERACTIVE then return c end
-  local waited = NOW - since
-  while waited >= S.aging_after and c ~= INTERACTIVE do
-    if c == BULK then c = STANDARD else c = INTERACTIVE end
-    waited = waited - S.aging_after
-  end
-  return c
-end
-
 -- borrowable is what a call of rank r may take, in bucket d, from the
 -- capacity that lower ranks booked: their tickets are late by as much.
 local function borrowable(d, r)
@@ -461,26 +435,17 @@ function fair.settleFlow(class, key, weight, reserved, final, granted_at)
   end
 end
 
--- ticketsInOrder returns the booked tickets as {call, ticket} in the
--- order they are due (dueBefore), sorted once a script (ORDER).
-local function ticketsInOrder()
-  if not ORDER then
-    ORDER = allTickets()
-    table.sort(ORDER, dueBefore)
-  end
-  return ORDER
-end
-
--- retime moves every booked ticket to the time the provider's bucket
--- (level + booked) holds its charges and those of every ticket due before
--- it, above its class's floor: tickets follow the budget, in their fair
--- order (ticketsInOrder). A ticket brought forward keeps its expiry, one
--- pushed back lapses the ticket grace after its new time.
+-- retime moves the first RETIME_WINDOW booked tickets, in their fair order
+-- (index.orderFirst), to the time the provider's bucket (level + booked)
+-- holds its charges and those of every ticket due before it, above its
+-- class's floor: tickets follow the budget; those further back keep their
+-- times until they reach the window. A ticket brought forward keeps its
+-- expiry, one pushed back lapses the ticket grace after its new time.
 local function retime()
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
   local gathered = 0 -- the tickets due at the gathering's end so far
-  for _, e in ipairs(ticketsInOrder()) do
+  for _, e in ipairs(index.orderFirst(RETIME_WINDOW)) do
     local c, tk = e[1], e[2]
     do
       local fl, w = tk.floor, 0
@@ -517,7 +482,7 @@ end
 -- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
   flushTickets()
-  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
+  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET, 'LIMIT', 0, RETIME_WINDOW)) do
     local tk = id ~= c and getTicket(id)
     if tk and tk.rank == mine.rank then
       mine.at, tk.at = tk.at, mine.at
@@ -526,7 +491,8 @@ local function takeOverdue(c, mine)
       tk.expires = max(tk.expires, tk.at + S.ticket_grace)
       putTicket(c, mine)
       putTicket(id, tk)
-      ORDER = nil -- their places changed
+      index.orderPut(c, mine)
+      index.orderPut(id, tk)
       retime()
       return true
     end
@@ -583,6 +549,7 @@ local function reclaimLeases()
   S.leases = 0
   for c, le in pairs(all) do
     if le.expires <= NOW then
+      index.recentEnded(le)
       LEASES[c], DIRTY[c] = false, true
       dead = dead + 1
     else

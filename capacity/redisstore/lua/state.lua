@@ -34,6 +34,14 @@ local BOUND1, BOUND2 = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
 -- block ({reason, until, detail, half open, probing}, msgpack).
 local S, EPOCH, CB
 local LOADED = false -- the state existed before this script
+-- index holds what keeps each decision's cost bounded: the recent grants
+-- (index.recent*) and the tickets' order (index.order*), stored beside the
+-- state. A state an older version of the scripts saved last has neither
+-- kept up to date, so both are rebuilt once (index.rebuild) before this
+-- version decides (Redis only).
+-- index.touched lists the ranks whose order set this script added to: they
+-- get the ticket keys' TTL when it saves.
+local index = {touched = {}}
 local SAVED = {} -- each stored field's value as loaded, to write only what changed
 -- Reported to Go in every reply's header.
 local RESET, FREED, PUBLISHED = 0, 0, false
@@ -190,6 +198,8 @@ local STATE_SCHEMA = {
   {'fair_start_until', 'number'}, -- end of the first keyed calls' gathering (fairState.fairStartUntil; 4.0)
   {'fair_start_from', 'number'}, -- its start (fairState.fairStartFrom; 4.0)
   {'lowered_mark', 'bucket'}, -- the grant mark of the report that lowered each limit (memScope.loweredMark; 4.7)
+  {'recent_held', 'dimension'}, -- what the live leases of the recent list hold (recentGrants.held; 5.0)
+  {'recent_cutoff', 'number'}, -- grants before it left the recent list (recentGrants.cutoff; 5.0)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -353,10 +363,12 @@ local function load(create)
   if S then
     LOADED = true
     recompute()
+    if S.written_by ~= SCRIPT_VERSION then index.rebuild() end
     return true
   end
   if not create then return false end
-  write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES], KEYS[K_FLOWS], KEYS[K_KEY_CAPS])
+  write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES], KEYS[K_FLOWS], KEYS[K_KEY_CAPS],
+    KEYS[K_RECENT], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
   S = newState()
   S.format, S.epoch = STATE_FORMAT, EPOCH
   recompute()
@@ -400,7 +412,9 @@ end
 
 -- dropLease removes c's lease: its slot comes back.
 local function dropLease(c)
-  if getLease(c) then
+  local le = getLease(c)
+  if le then
+    index.recentEnded(le)
     LEASES[c], DIRTY[c] = false, true
     S.leases = S.leases - 1
   end
@@ -437,6 +451,56 @@ local function allLeases()
   return out
 end
 
+-- The recent grants are the leases granted within REORDER_WINDOW, oldest
+-- first, as lines "attempt granted_at call" of the list KEYS[K_RECENT], and
+-- what the live ones hold, S.recent_held: Mark.InFlight without walking the
+-- leases (capacity/recentgrants.go, whose method names these keep after
+-- index.recent).
+
+-- index.recentInWindow reports whether a lease granted at granted_at is still
+-- counted in recent_held (while it lives).
+function index.recentInWindow(granted_at) return granted_at >= S.recent_cutoff end
+
+-- index.recentAdd counts lease le of call c, granted now.
+function index.recentAdd(c, le)
+  write('RPUSH', KEYS[K_RECENT], fmt(le.attempt) .. ' ' .. fmt(le.granted_at) .. ' ' .. c)
+  write('PEXPIRE', KEYS[K_RECENT], ceil((REORDER_WINDOW + SLACK) / 1000))
+  for d = 1, ND do S.recent_held[d] = S.recent_held[d] + le.charge[d] end
+end
+
+-- index.recentEnded takes lease le, which ended, out of recent_held if it is
+-- counted there.
+function index.recentEnded(le)
+  if not index.recentInWindow(le.granted_at) then return end
+  for d = 1, ND do S.recent_held[d] = S.recent_held[d] - le.charge[d] end
+end
+
+-- index.recentExpire drops the entries granted before cutoff, taking the leases
+-- of them that still live out of recent_held. With no entry left,
+-- recent_held is exactly zero. The cutoff never moves back.
+function index.recentExpire(cutoff)
+  if cutoff > S.recent_cutoff then S.recent_cutoff = cutoff end
+  local dropped, left = 0, 0
+  repeat
+    local lines = call('LRANGE', KEYS[K_RECENT], dropped, dropped + 15)
+    for _, line in ipairs(lines) do
+      local attempt, at, c = string.match(line, '^(%S+) (%S+) (.*)$')
+      at = tonumber(at)
+      if at >= S.recent_cutoff then
+        left = 1
+        break
+      end
+      dropped = dropped + 1
+      local le = getLease(c)
+      if le and le.attempt == tonumber(attempt) and le.granted_at == at then
+        for d = 1, ND do S.recent_held[d] = S.recent_held[d] - le.charge[d] end
+      end
+    end
+  until left > 0 or #lines < 16
+  if dropped > 0 then write('LTRIM', KEYS[K_RECENT], dropped, -1) end
+  if left == 0 then S.recent_held = zeros(ND) end
+end
+
 -- noteExpiry records a lease's or ticket's expiry t in field, a lower
 -- bound of the next expiry of its kind.
 local function noteExpiry(t, field)
@@ -453,12 +517,9 @@ local function grantLease(c, fresh, req, weight)
   local le = newRecord(LEASE_FIELDS)
   le.attempt, le.class, le.granted_at, le.expires = req.attempt, req.class, NOW, NOW + req.ttl
   le.key, le.weight = req.key, weight
-  for d = 1, ND do le.charge[d], le.mark[d] = c[d], S.granted[d] end
-  for _, other in pairs(allLeases()) do
-    if other.granted_at >= NOW - REORDER_WINDOW then -- memScope.recentLeaseCharges
-      for d = 1, ND do le.inflight[d] = le.inflight[d] + other.charge[d] end
-    end
-  end
+  index.recentExpire(NOW - REORDER_WINDOW)
+  for d = 1, ND do le.charge[d], le.mark[d], le.inflight[d] = c[d], S.granted[d], S.recent_held[d] end
+  index.recentAdd(req.call, le)
   putLease(req.call, le)
   if S.leases == 0 then NEW_LEASE_KEY = true end
   S.leases = S.leases + 1
@@ -545,19 +606,30 @@ local function flushTickets()
   TICKETS_DIRTY = {}
 end
 
--- ORDER is the booked tickets as {call, ticket} in the order they are due
--- (ticketsInOrder in rules.lua), kept while this script books and unbooks
--- (a booking is inserted in its place, not sorted again); nil until built.
-local ORDER
+-- The order the tickets are due in (memScope.ticketsInOrder): higher ranks
+-- first, then by virtual finish (weighted fair queuing), then by call; kept
+-- as a sorted set per rank, KEYS[K_ORDER + rank], of calls by finish (a
+-- sorted set orders equal scores by member, as Go orders them by call).
+-- Redis only.
 
--- dueBefore orders tickets as they are due: higher ranks first, then by
--- virtual finish (weighted fair queuing), then by call
--- (memScope.ticketsInOrder).
-local function dueBefore(a, b)
-  local x, y = a[2], b[2]
-  if x.rank ~= y.rank then return x.rank > y.rank end
-  if x.finish ~= y.finish then return x.finish < y.finish end
-  return a[1] < b[1]
+-- index.orderPut places ticket tk of call c in its rank's order.
+function index.orderPut(c, tk)
+  write('ZADD', KEYS[K_ORDER + tk.rank], fmt(tk.finish), c)
+  index.touched[tk.rank] = true
+end
+
+-- index.orderFirst returns the first n booked tickets as {call, ticket} in
+-- the order they are due.
+function index.orderFirst(n)
+  local out = {}
+  for r = NRANKS - 1, 0, -1 do
+    if #out >= n then break end
+    for _, c in ipairs(call('ZRANGE', KEYS[K_ORDER + r], 0, n - #out - 1)) do
+      local tk = getTicket(c)
+      if tk then out[#out + 1] = {c, tk} end
+    end
+  end
+  return out
 end
 
 -- book takes a ticket's charges now and holds them until the ticket is
@@ -570,15 +642,7 @@ local function book(c, tk)
   end
   S.last_finish[tk.rank] = max(S.last_finish[tk.rank], tk.finish)
   putTicket(c, tk)
-  if ORDER then
-    -- In its place: after every ticket due before it.
-    local e, lo, hi = {c, tk}, 1, #ORDER + 1
-    while lo < hi do
-      local mid = floor((lo + hi) / 2)
-      if dueBefore(ORDER[mid], e) then lo = mid + 1 else hi = mid end
-    end
-    table.insert(ORDER, lo, e)
-  end
+  index.orderPut(c, tk)
   if S.tickets == 0 then NEW_TICKET_KEY = true end
   S.tickets = S.tickets + 1
 end
@@ -589,14 +653,7 @@ local function unbook(c)
   local tk = getTicket(c)
   if not tk then return nil end
   TICKETS[c], TICKETS_DIRTY[c] = false, true
-  if ORDER then
-    for i, e in ipairs(ORDER) do
-      if e[1] == c then
-        table.remove(ORDER, i)
-        break
-      end
-    end
-  end
+  write('ZREM', KEYS[K_ORDER + tk.rank], c)
   S.tickets = S.tickets - 1
   for d = 1, NB do
     S.booked[d] = max(0, S.booked[d] - tk.charge[d])
@@ -610,6 +667,25 @@ local function unbook(c)
     for r = 0, NRANKS - 1 do S.last_finish[r] = 0 end
   end
   return tk
+end
+
+-- index.rebuild makes the recent list and the order sets anew from the
+-- leases and tickets: the one walk over them, when a state saved by an
+-- older version of the scripts is loaded (a rolling deploy).
+function index.rebuild()
+  write('DEL', KEYS[K_RECENT], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
+  S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
+  S.recent_held = zeros(ND)
+  local recent = {}
+  for c, le in pairs(allLeases()) do
+    if index.recentInWindow(le.granted_at) then recent[#recent + 1] = {c, le} end
+  end
+  table.sort(recent, function(a, b)
+    if a[2].granted_at ~= b[2].granted_at then return a[2].granted_at < b[2].granted_at end
+    return a[1] < b[1]
+  end)
+  for _, e in ipairs(recent) do index.recentAdd(e[1], e[2]) end
+  for _, e in ipairs(allTickets()) do index.orderPut(e[1], e[2]) end
 end
 
 -- Saving ------------------------------------------------------------------
@@ -655,6 +731,10 @@ local function save()
     S.ticket_key_expiry = S.last_expiry + SLACK
     local ttl = ceil((S.ticket_key_expiry - NOW) / 1000)
     for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do write('PEXPIRE', KEYS[k], ttl) end
+    for r = 0, NRANKS - 1 do index.touched[r] = true end
+  end
+  for r in pairs(index.touched) do
+    write('PEXPIRE', KEYS[K_ORDER + r], max(1, ceil((S.ticket_key_expiry - NOW) / 1000)))
   end
   S.written_by = SCRIPT_VERSION
   local changed = {}
