@@ -224,6 +224,9 @@ type scaleRun struct {
 	rdb            *redis.Client
 	procs, callers int
 	burst          time.Duration // the hot scope's Limits.Burst; zero: the default
+	// during, if set, runs in this process over the window, while the
+	// children run: [start, end).
+	during func(start, end time.Time)
 	start          time.Time
 	window         time.Duration
 }
@@ -295,7 +298,15 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 	time.Sleep(time.Until(r.start))
 	scaleSlowlogStart(b, r.rdb)
 	stats0, cpu0 := scaleServerStats(b, r.rdb)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if r.during != nil {
+			r.during(r.start, end)
+		}
+	}()
 	time.Sleep(time.Until(end))
+	<-done
 	stats1, cpu1 := scaleServerStats(b, r.rdb)
 	slowest, slowName := scaleSlowest(b, r.rdb)
 	b.StopTimer()

@@ -42,7 +42,10 @@ local LOADED = false -- the state existed before this script
 -- index.touched lists the ranks whose order set this script added to: they
 -- get the ticket keys' TTL when it saves.
 local index = {touched = {}}
-local SAVED = {} -- each stored field's value as loaded, to write only what changed
+-- RAW is each stored field as loaded, encoded: a field is decoded when a
+-- rule first reads it (load), and saved only if it was read or set and its
+-- encoding changed, so a decision pays for the fields it uses.
+local RAW = {}
 -- Reported to Go in every reply's header.
 local RESET, FREED, PUBLISHED = 0, 0, false
 -- DUE lists the calls whose tickets came due early (retime), announced when
@@ -281,15 +284,6 @@ local function copyField(v)
   return c
 end
 
--- sameField reports whether two values of a state field are equal.
-local function sameField(a, b)
-  if type(a) ~= 'table' or type(b) ~= 'table' then return a == b end
-  for k, x in pairs(a) do
-    if not sameField(x, b[k]) then return false end
-  end
-  return true
-end
-
 -- budgets derives each dimension's capacity and refill rate from the
 -- limits (Limits.Budgets); capacity 0 is unlimited. lim is the limit of
 -- each dimension.
@@ -346,17 +340,20 @@ local function load(create)
   end
   local all = call('HGETALL', KEYS[K_STATE])
   if #all > 0 then
-    S = newState()
     for i = 1, #all, 2 do
-      local kind = STATE_KINDS[all[i]]
-      if kind then
-        S[all[i]] = decodeField(kind, all[i + 1])
-        SAVED[all[i]] = copyField(S[all[i]])
-      end
+      if STATE_KINDS[all[i]] then RAW[all[i]] = all[i + 1] end
     end
+    S = setmetatable({}, {__index = function(st, name)
+      local kind = STATE_KINDS[name]
+      if not kind then return nil end
+      local v = newField(kind)
+      if RAW[name] then v = decodeField(kind, RAW[name]) end
+      rawset(st, name, v)
+      return v
+    end})
     if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
     if S.epoch ~= EPOCH then
-      S, SAVED, RESET = nil, {}, 1
+      S, RAW, RESET = nil, {}, 1
       write('DEL', KEYS[K_STATE])
     end
   end
@@ -739,12 +736,14 @@ local function save()
   S.written_by = SCRIPT_VERSION
   local changed = {}
   for _, f in ipairs(STATE_SCHEMA) do
-    local name, kind = f[1], f[2]
-    if SAVED[name] == nil or not sameField(S[name], SAVED[name]) then
-      local v = encodeField(kind, S[name])
-      changed[#changed + 1] = name
-      changed[#changed + 1] = v
-      SAVED[name] = copyField(S[name])
+    local name, v = f[1], rawget(S, f[1])
+    if v ~= nil then
+      v = encodeField(f[2], v)
+      if v ~= RAW[name] then
+        changed[#changed + 1] = name
+        changed[#changed + 1] = v
+        RAW[name] = v
+      end
     end
   end
   if #changed > 0 then write('HSET', KEYS[K_STATE], unpack(changed)) end
