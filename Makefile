@@ -1,7 +1,7 @@
 # tollgate — make test is the command CI runs (.ci/run) on a fresh machine.
-# It installs what the tests need: staticcheck (Go module proxy), redis-server
-# and chromium (Debian packages) and the Temporal CLI dev server (go install),
-# each only where missing.
+# It installs what the tests need: staticcheck (Go module proxy), redis-server,
+# lua-check and chromium (Debian packages) and the Temporal CLI dev server (go
+# install), each only where missing.
 
 GO          ?= go
 GOBIN       ?= $(shell $(GO) env GOPATH)/bin
@@ -14,7 +14,7 @@ REDIS_PORT          ?= 6390
 export TOLLGATE_REDIS_ADDR ?= 127.0.0.1:$(REDIS_PORT)
 export TOLLGATE_TEMPORAL_CLI ?= $(GOBIN)/temporal
 
-.PHONY: all test unit lint fmt vet staticcheck bench fuzz demo histories tools redis temporal chromium clean
+.PHONY: all test unit lint fmt vet staticcheck lualint bench fuzz demo histories tools redis temporal chromium clean
 
 all: test
 
@@ -26,7 +26,7 @@ test: lint redis temporal chromium
 unit:
 	$(GO) test -race -count=1 ./...
 
-lint: fmt vet staticcheck
+lint: fmt vet staticcheck lualint
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -40,6 +40,11 @@ staticcheck: $(GOBIN)/staticcheck
 
 $(GOBIN)/staticcheck:
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+## lualint: luacheck on the Redis store's scripts as Redis runs them.
+lualint:
+	@scripts/luacheck.sh
+	TOLLGATE_LUACHECK=1 $(GO) test -count=1 -run '^TestLuaLint$$' ./capacity/redisstore
 
 ## bench: every benchmark, with allocations.
 bench:

@@ -92,12 +92,15 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 	run.burst = burst
 	reps, srv := run.run(b, 0)
 	var (
+		casCommits, casConflicts                                int64
 		grants, extra, waitNS, cmds, scripts, reserves, settles int64
 		lat, steady, at                                         []int64
 		reasons                                                 = map[string]int64{}
 	)
 	for _, r := range reps {
 		grants += int64(len(r.Grants))
+		casCommits += r.CASCommits
+		casConflicts += r.CASConflicts
 		at = append(at, r.Grants...)
 		lat = append(lat, r.ReserveNS...)
 		steady = append(steady, r.SteadyNS...)
@@ -156,6 +159,10 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 	b.Logf("  waiting callers: %.0f on average; server commands %d (%s): %.3f per waiting call per second; waiting overhead %.3f reserves = %.3f round trips per waiting call per second",
 		waiting, srv.commands, srv.top, f["cmds/wait/s"], f["overhead-ops/wait/s"], f["overhead-rt/wait/s"])
 	b.Logf("  Redis CPU busy: %.1f%% of one core; longest command %v (%s)", 100*f["redis-cpu-busy"], srv.slowest, srv.slowName)
+	if casCommits > 0 {
+		b.Logf("  compare-and-set prototype: %d writes applied, %d found another version (%.1f%%)",
+			casCommits, casConflicts, 100*float64(casConflicts)/float64(casCommits+casConflicts))
+	}
 }
 
 // BenchmarkManyScopes measures many scopes at once against a real
@@ -227,8 +234,8 @@ type scaleRun struct {
 	// during, if set, runs in this process over the window, while the
 	// children run: [start, end).
 	during func(start, end time.Time)
-	start          time.Time
-	window         time.Duration
+	start  time.Time
+	window time.Duration
 }
 
 // scaleServerFigures are the server's counters over the window.

@@ -29,6 +29,9 @@ const (
 	scaleEnvEnd         = "TOLLGATE_SCALE_END"
 	scaleEnvOut         = "TOLLGATE_SCALE_OUT"   // the report file
 	scaleEnvBurst       = "TOLLGATE_SCALE_BURST" // Limits.Burst (a duration); unset: the default
+	// scaleEnvStore, set to "cas", runs the hot scope on the compare-and-set
+	// prototype (casproto_test.go) instead of the Redis store.
+	scaleEnvStore = "TOLLGATE_SCALE_STORE"
 )
 
 // scaleHold is how long a hot-scope caller holds its grant before settling.
@@ -62,6 +65,9 @@ type scaleReport struct {
 	Proc int
 	// Grants are the local times (unix nanoseconds) of the grants.
 	Grants []int64
+	// CASCommits and CASConflicts count the prototype's write scripts that
+	// applied and that found another version (TOLLGATE_SCALE_STORE=cas).
+	CASCommits, CASConflicts int64
 	// Admitted and Denied count grants and denials (ManyScopes).
 	Admitted, Denied int64
 	// ReserveNS are the durations of every Reserve call started in the
@@ -125,13 +131,20 @@ type scaleCaller struct {
 // scaleTimed is a capacity.Store (and, through the embedded store, a
 // capacity.Notifier) that records each Reserve in its caller.
 type scaleTimed struct {
-	*redisstore.Store
+	scaleStore
 	c *scaleCaller
+}
+
+// scaleStore is what a hot-scope caller needs of a store.
+type scaleStore interface {
+	capacity.Store
+	capacity.Notifier
+	capacity.TicketNotifier
 }
 
 func (s scaleTimed) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
 	t0 := time.Now()
-	res, err := s.Store.Reserve(ctx, req)
+	res, err := s.scaleStore.Reserve(ctx, req)
 	d := time.Since(t0)
 	c := s.c
 	if t0.Before(c.start) || !t0.Before(c.end) {
@@ -222,10 +235,16 @@ func TestScaleChild(t *testing.T) {
 		}
 	}
 	var work func(ctx context.Context, c *scaleCaller, i int)
+	var cas *casProto
 	switch role {
 	case "hot":
 		lim := scaleHotLimits(burst)
-		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, s, lim, c, proc, i) }
+		var hot scaleStore = s
+		if os.Getenv(scaleEnvStore) == "cas" {
+			cas = newCASProto(rdb, os.Getenv(scaleEnvPrefix))
+			hot = cas
+		}
+		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, hot, lim, c, proc, i) }
 	case "many":
 		scopes := int(num(scaleEnvProcScopes))
 		work = func(ctx context.Context, c *scaleCaller, i int) {
@@ -259,6 +278,9 @@ func TestScaleChild(t *testing.T) {
 	time.Sleep(time.Until(end.Add(10 * time.Millisecond))) // the end counts are taken
 
 	rep := scaleReport{Proc: proc, Reasons: map[string]int64{}, Commands: cmds1.Load() - cmds0, Scripts: scripts1.Load() - scripts0}
+	if cas != nil {
+		rep.CASCommits, rep.CASConflicts = cas.Commits.Load(), cas.Conflicts.Load()
+	}
 	for _, c := range cs {
 		r := c.rep
 		rep.Grants = append(rep.Grants, r.Grants...)
@@ -287,8 +309,8 @@ func TestScaleChild(t *testing.T) {
 
 // scaleHotCaller loops until ctx ends: wait for a grant on the hot scope
 // (booking a ticket), hold it scaleHold, settle with the same charges.
-func scaleHotCaller(ctx context.Context, s *redisstore.Store, lim capacity.Limits, c *scaleCaller, proc, caller int) {
-	st := scaleTimed{Store: s, c: c}
+func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, c *scaleCaller, proc, caller int) {
+	st := scaleTimed{scaleStore: s, c: c}
 	for i := 0; ; i++ {
 		req := capacity.Request{
 			Scope: scaleHotScope, Limits: lim, Charges: scaleOne,
@@ -328,7 +350,7 @@ func scaleHotCaller(ctx context.Context, s *redisstore.Store, lim capacity.Limit
 // reserving without booking and settling at once; a denied scope is
 // skipped.
 func scaleManyCaller(ctx context.Context, s *redisstore.Store, c *scaleCaller, proc, caller, callers, scopes int) {
-	st := scaleTimed{Store: s, c: c}
+	st := scaleTimed{scaleStore: s, c: c}
 	var mine []capacity.Scope
 	for j := (caller + proc) % callers; j < scopes; j += callers {
 		mine = append(mine, scaleManyScope(j))

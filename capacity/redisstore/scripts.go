@@ -62,20 +62,32 @@ func loadScripts(files fs.FS, dir string) (*scripts, error) {
 		}
 		return redis.NewScript(string(src))
 	}
-	scope := func(name string) *redis.Script {
-		return read("constants.lua", "state.lua", "rules.lua", name)
-	}
+	src := scriptSources()
 	s := &scripts{
-		ops:       scope("ops.lua"),
-		release:   scope("release.lua"),
-		renew:     scope("renew.lua"),
-		block:     scope("block.lua"),
-		snapshot:  scope("snapshot.lua"),
-		unblock:   scope("unblock.lua"),
-		blockCred: read("constants.lua", "blockcred.lua"),
-		failure:   read("constants.lua", "failure.lua"),
+		ops:       read(src["ops"]...),
+		release:   read(src["release"]...),
+		renew:     read(src["renew"]...),
+		block:     read(src["block"]...),
+		snapshot:  read(src["snapshot"]...),
+		unblock:   read(src["unblock"]...),
+		blockCred: read(src["blockcred"]...),
+		failure:   read(src["failure"]...),
 	}
 	return s, firstErr
+}
+
+// scriptSources returns the files each script is joined from, by script:
+// a scope script is constants.lua, state.lua, rules.lua and its own file.
+func scriptSources() map[string][]string {
+	scope := func(name string) []string {
+		return []string{"constants.lua", "state.lua", "rules.lua", name + ".lua"}
+	}
+	return map[string][]string{
+		"ops": scope("ops"), "release": scope("release"), "renew": scope("renew"),
+		"block": scope("block"), "snapshot": scope("snapshot"), "unblock": scope("unblock"),
+		"blockcred": {"constants.lua", "blockcred.lua"},
+		"failure":   {"constants.lua", "failure.lua"},
+	}
 }
 
 // mustLoadScripts loads the embedded scripts; they are part of the binary,

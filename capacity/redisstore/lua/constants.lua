@@ -41,9 +41,6 @@ local MAX_FAIR_START = 5000000
 local VIRTUAL_LOG_STEP = 250000
 -- capacity.VirtualLogLength
 local VIRTUAL_LOG_LENGTH = 16
-local STANDARD = 0
-local INTERACTIVE = 1
-local BULK = 2
 -- absorbs float error when a refilled level meets a charge (capacity's epsilon)
 local EPSILON = 1e-06
 -- capacity.DefaultSafetyMargin

@@ -95,9 +95,9 @@ local function rate(d) return S.rate[d] * (1 - S.cut) end
 -- waitFor is how long (µs) a bucket refilling at rate takes to gain need:
 -- in nanoseconds first, as memScope computes a time.Duration, then up to
 -- the microsecond; at most MAX_BLOCK (memScope's waitFor).
-local function waitFor(need, rate)
-  local w = ceil(ceil(need / rate * 1e9) / 1000)
-  if not (w < MAX_BLOCK) then return MAX_BLOCK end -- NaN too
+local function waitFor(need, perSecond)
+  local w = ceil(ceil(need / perSecond * 1e9) / 1000)
+  if w >= MAX_BLOCK or w ~= w then return MAX_BLOCK end -- NaN too
   return w
 end
 
@@ -774,12 +774,12 @@ local function observe(o)
       for _, le in pairs(allLeases()) do
         if not o.markValid then
           since = since + le.charge[d]
-        elseif le.mark[d] > o.mark[d] then
-          -- counted in since
-        elseif o.excluded[d] then
-          uncounted = uncounted + le.charge[d]
-        elseif le.mark[d] < o.mark[d] then
-          before = before + le.charge[d]
+        elseif le.mark[d] <= o.mark[d] then -- a later grant is counted in since
+          if o.excluded[d] then
+            uncounted = uncounted + le.charge[d]
+          elseif le.mark[d] < o.mark[d] then
+            before = before + le.charge[d]
+          end
         end
       end
       -- The calls in flight at its grant, answered since, are in neither

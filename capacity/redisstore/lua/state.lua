@@ -346,10 +346,10 @@ local function load(create)
     S = setmetatable({}, {__index = function(st, name)
       local kind = STATE_KINDS[name]
       if not kind then return nil end
-      local v = newField(kind)
-      if RAW[name] then v = decodeField(kind, RAW[name]) end
-      rawset(st, name, v)
-      return v
+      local field = newField(kind)
+      if RAW[name] then field = decodeField(kind, RAW[name]) end
+      rawset(st, name, field)
+      return field
     end})
     if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
     if S.epoch ~= EPOCH then
