@@ -49,7 +49,7 @@ type op struct {
 	ctx    context.Context
 	code   int    // opReserve, opSettle or opObserve
 	call   string // '' for an observe
-	fields []any  // the operation's fields (constants.go: reserveFields ...)
+	fields []any  // the operation's values (wire.go: reserveLayout ...)
 	sig    string // a reserve's limits signature, also its last field
 	done   chan struct{}
 
@@ -124,7 +124,7 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 			break
 		}
 	}
-	args := s.commonArgs(k, "", "", 2+len(ops)*(2+reserveFields))
+	args := s.commonArgs(k, "", "", 2+len(ops)*(2+reserveLayout.size()))
 	args = append(args, s.opts.TicketGrace.Microseconds(), sig)
 	for _, o := range ops {
 		args = append(args, o.code, o.call)

@@ -35,13 +35,6 @@ const (
 	opObserve = 3
 )
 
-// The number of fields of each operation, after its code and its call.
-const (
-	reserveFields = 23 // day boundary, next boundary, attempt, class, charges x7, ttl, deadline, book, since, rank, floor, flow weight, fairness key, share, tokens per day, fair start, limits signature
-	settleFields  = 18 // day boundary, next boundary, attempt, final minus reserved x7, class, fairness key, flow weight, reserved x4 (the buckets), granted at
-	observeFields = 31 // day boundary, next boundary, per bucket: has limit, limit, has remaining, remaining; mark valid, mark x4; per bucket: remaining excludes calls in flight; mark's in flight x4
-)
-
 // Field names of a stored lease and ticket (a line of name=value pairs, a
 // per-dimension field once per dimension as name.dimension).
 const (
@@ -91,7 +84,7 @@ var (
 // luaConstant is one constant of lua/constants.lua.
 type luaConstant struct {
 	name  string
-	value any // int, int64, float64, string, []string, map[int]int, map[int]string, []recordField
+	value any // int, int64, float64, string, []string, map[int]int, map[int]string, []recordField, map[string]wireLayout
 	doc   string
 }
 
@@ -149,7 +142,9 @@ func luaConstants() []luaConstant {
 		{"OP_RESERVE", opReserve, "operation codes of a batch (constants.go)"},
 		{"OP_SETTLE", opSettle, ""},
 		{"OP_OBSERVE", opObserve, ""},
-		{"OP_FIELDS", map[int]int{opReserve: reserveFields, opSettle: settleFields, opObserve: observeFields}, "fields of each operation after its code and call"},
+		{"OP_FIELDS", map[int]int{opReserve: reserveLayout.size(), opSettle: settleLayout.size(), opObserve: observeLayout.size()}, "values of each operation after its code and call (wire.go)"},
+		{"LAYOUTS", map[string]wireLayout{"reserve": reserveLayout, "settle": settleLayout, "observe": observeLayout, "limits": limitsLayout},
+			"each message's fields {name, width, kind}, in order (wire.go), read by readLayout"},
 		{"K_EPOCH", keyEpoch + 1, "KEYS of a scope script (keys.go)"},
 		{"K_CRED_BLOCK", keyCredBlock + 1, ""},
 		{"K_STATE", keyState + 1, ""},
@@ -203,6 +198,21 @@ func luaValue(v any) string {
 		return luaMap(v, strconv.Itoa, strconv.Itoa)
 	case map[int]string:
 		return luaMap(v, strconv.Itoa, strconv.Quote)
+	case map[string]wireLayout:
+		names := make([]string, 0, len(v))
+		for name := range v {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		parts := make([]string, len(names))
+		for i, name := range names {
+			fields := make([]string, len(v[name]))
+			for j, f := range v[name] {
+				fields[j] = "{" + strconv.Quote(f.name) + ", " + strconv.Itoa(f.width) + ", " + strconv.Quote(f.kind) + "}"
+			}
+			parts[i] = name + " = {" + strings.Join(fields, ", ") + "}"
+		}
+		return "{\n  " + strings.Join(parts, ",\n  ") + ",\n}"
 	case []recordField:
 		parts := make([]string, len(v))
 		for i, f := range v {

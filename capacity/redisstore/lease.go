@@ -59,16 +59,19 @@ func (s *Store) settleOp(ctx context.Context, k *scopeKeys, lease capacity.Lease
 	if lease.ID != capacity.LeaseID(lease.Call, lease.Attempt) || attempt < 1 {
 		attempt = 0 // matches no lease
 	}
-	fields := make([]any, 0, settleFields)
-	fields = append(fields, b1, b2, attempt)
-	for _, c := range delta {
-		fields = append(fields, c)
+	deltas := make([]any, len(delta))
+	for d, c := range delta {
+		deltas[d] = c
 	}
-	fields = append(fields, int(lease.Class), lease.Key, lease.Weight)
-	for _, d := range []capacity.Dimension{capacity.Requests, capacity.InputTokens, capacity.OutputTokens, capacity.Tokens} {
-		fields = append(fields, lease.Charges[d])
+	var reserved []any
+	for d := capacity.Requests; d <= capacity.Tokens; d++ {
+		reserved = append(reserved, lease.Charges[d])
 	}
-	fields = append(fields, lease.GrantedAt.UnixMicro())
+	fields := newLayoutWriter(settleLayout).
+		put("day_boundary", b1).put("next_boundary", b2).put("attempt", attempt).put("delta", deltas...).
+		put("class", int(lease.Class)).put("key", lease.Key).put("weight", lease.Weight).
+		put("reserved", reserved...).put("granted_at", lease.GrantedAt.UnixMicro()).
+		done()
 	return &op{ctx: ctx, code: opSettle, call: lease.Call, fields: fields}
 }
 

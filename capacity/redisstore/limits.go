@@ -37,12 +37,22 @@ func signature(l capacity.Limits) string {
 		name = loc.String()
 		_, off = time.Unix(0, 0).In(loc).Zone()
 	}
-	return fmt.Sprintf("3|%d|%d|%d|%d|%d|%d|%d|%d|%s|%d|%s|%s|%d|%d|%s|%s|%d",
-		l.RequestsPerMinute, l.InputTokensPerMinute, l.OutputTokensPerMinute, l.TokensPerMinute,
-		l.RequestsPerDay, l.TokensPerDay, l.MaxInFlight, int64(l.Burst),
-		strconv.FormatFloat(l.Burst.Seconds(), 'g', -1, 64), l.TokenBurst,
-		strconv.FormatFloat(l.SafetyMargin, 'g', -1, 64), url.QueryEscape(name), int64(l.DayReset.Offset), off,
-		strconv.FormatFloat(l.StandardFloor, 'g', -1, 64), strconv.FormatFloat(l.BulkFloor, 'g', -1, 64), int64(l.AgingAfter))
+	limits := make([]any, capacity.NumDimensions)
+	for d := range limits {
+		limits[d] = l.Limit(capacity.Dimension(d))
+	}
+	fields := newLayoutWriter(limitsLayout).
+		put("format", "3").put("limit", limits...).
+		put("burst_ns", int64(l.Burst)).put("burst", l.Burst.Seconds()).put("token_burst", l.TokenBurst).
+		put("margin", l.SafetyMargin).put("zone", url.QueryEscape(name)).put("offset", int64(l.DayReset.Offset)).
+		put("zone_offset", off).put("standard_floor", l.StandardFloor).put("bulk_floor", l.BulkFloor).
+		put("aging_ns", int64(l.AgingAfter)).
+		done()
+	text := make([]string, len(fields))
+	for i, v := range fields {
+		text[i] = wireText(v)
+	}
+	return strings.Join(text, "|")
 }
 
 // limitsOf returns the Limits a signature stands for: from this store's cache,

@@ -42,22 +42,18 @@ func (s *Store) observe(ctx context.Context, sc capacity.Scope, obs capacity.Obs
 // response brings one each time).
 func (s *Store) observeOp(ctx context.Context, k *scopeKeys, obs capacity.Observation) *op {
 	b1, b2 := s.knownBoundsMicros(k)
-	fields := make([]any, 0, observeFields)
-	fields = append(fields, b1, b2)
+	w := newLayoutWriter(observeLayout).put("day_boundary", b1).put("next_boundary", b2)
+	var mark, excluded, inflight []any
 	for d := capacity.Requests; d <= capacity.Tokens; d++ {
 		od := obs.Dims[d]
-		fields = append(fields, boolArg(od.HasLimit), od.Limit, boolArg(od.HasRemaining), od.Remaining)
+		w.put("has_limit."+d.String(), boolArg(od.HasLimit)).put("limit."+d.String(), od.Limit).
+			put("has_remaining."+d.String(), boolArg(od.HasRemaining)).put("remaining."+d.String(), od.Remaining)
+		mark = append(mark, obs.Mark.Granted[d])
+		excluded = append(excluded, boolArg(od.InFlightExcluded))
+		inflight = append(inflight, obs.Mark.InFlight[d])
 	}
-	fields = append(fields, boolArg(obs.Mark.Valid))
-	for d := capacity.Requests; d <= capacity.Tokens; d++ {
-		fields = append(fields, obs.Mark.Granted[d])
-	}
-	for d := capacity.Requests; d <= capacity.Tokens; d++ {
-		fields = append(fields, boolArg(obs.Dims[d].InFlightExcluded))
-	}
-	for d := capacity.Requests; d <= capacity.Tokens; d++ {
-		fields = append(fields, obs.Mark.InFlight[d])
-	}
+	fields := w.put("mark_valid", boolArg(obs.Mark.Valid)).put("mark", mark...).
+		put("excluded", excluded...).put("inflight", inflight...).done()
 	return &op{ctx: ctx, code: opObserve, fields: fields}
 }
 

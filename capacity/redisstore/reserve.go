@@ -57,15 +57,20 @@ func (s *Store) reserveOp(ctx context.Context, k *scopeKeys, req capacity.Reques
 	if !req.Since.IsZero() {
 		since = ceilMicros(req.Since)
 	}
-	fields := make([]any, 0, reserveFields)
-	fields = append(fields, b1, b2, req.Attempt, int(req.Class))
-	for _, c := range req.Charges {
-		fields = append(fields, c)
+	charges := make([]any, len(req.Charges))
+	for d, c := range req.Charges {
+		charges[d] = c
 	}
 	rule := req.EffectiveRule(s.localNow())
-	fields = append(fields, leaseTTL(req).Microseconds(), deadline, boolArg(req.Book), since,
-		rule.Rank, rule.Floor, req.FlowWeight(rule), req.Fairness.Key, req.Fairness.Share, req.Fairness.TokensPerDay,
-		req.FairStart.Microseconds(), sig) // the signature last: a batch's reserves share it (batch.go)
+	fields := newLayoutWriter(reserveLayout).
+		put("day_boundary", b1).put("next_boundary", b2).put("attempt", req.Attempt).put("class", int(req.Class)).
+		put("charges", charges...).
+		put("ttl", leaseTTL(req).Microseconds()).put("deadline", deadline).put("book", boolArg(req.Book)).put("since", since).
+		put("rank", rule.Rank).put("floor", rule.Floor).put("weight", req.FlowWeight(rule)).
+		put("key", req.Fairness.Key).put("share", req.Fairness.Share).put("tokens_per_day", req.Fairness.TokensPerDay).
+		put("fair_start", req.FairStart.Microseconds()).
+		put("limits", sig). // last: a batch's reserves share it (batch.go)
+		done()
 	return &op{ctx: ctx, code: opReserve, call: req.Call, fields: fields, sig: sig, onAbandon: func(o *op) {
 		// The caller gave up after its request was sent: give back a grant
 		// or a booked ticket.

@@ -6,18 +6,10 @@
 --
 -- ARGV from 6: ticket grace (µs), the limits signature of the batch's
 -- reserves, then the operations, each its code, its call ('' for an
--- observe) and OP_FIELDS[code] fields (constants.go):
---   OP_RESERVE: day boundary, next boundary, attempt, class, charges x7,
---       ttl, deadline (0: none), book (0/1), since (0: none), rank,
---       floor, flow weight (its class rule, Request.EffectiveRule, and
---       FlowWeight), fairness key, share, tokens per day, fair start (µs),
---       limits signature ('': the batch's)
---   OP_SETTLE: day boundary, next boundary, attempt (0: matches no lease),
---       final charges minus reserved x7, the lease's class, fairness key
---       and weight, reserved x4 (the buckets), granted at
---   OP_OBSERVE: day boundary, next boundary, for each bucket: has limit,
---       limit, has remaining, remaining; mark valid, mark x4; for each
---       bucket: remaining excludes calls in flight; the mark's in flight x4
+-- observe) and OP_FIELDS[code] values in the layout of its kind
+-- (LAYOUTS.reserve, .settle, .observe: declared once in wire.go). A
+-- reserve's limits signature '' is the batch's; a settle's attempt 0
+-- matches no lease.
 -- Reply: header('B'), then one result per operation.
 -- A reserve's result:
 --   {'G', room, probe, lease}       granted: a new lease, a repeat or a
@@ -311,45 +303,33 @@ local function settle(c, attempt, delta, lease)
   return 'ok'
 end
 
--- numbers reads n numeric fields from ARGV[i] (Redis only, as the rest of
--- this file below).
-local function numbers(i, n)
-  local v = {}
-  for j = 0, n - 1 do v[j + 1] = tonumber(ARGV[i + j]) end
-  return v
-end
-
--- reserveOp reads the reserve at ARGV[i] (its fields).
+-- reserveOp reads the reserve at ARGV[i] (LAYOUTS.reserve; Redis only, as
+-- the rest of this file below).
 local function reserveOp(c, i)
-  local f = numbers(i, 15)
-  local g = numbers(i + 15, 3)
+  local m = readLayout(LAYOUTS.reserve, ARGV, i)
   local req = {
-    call = c, attempt = f[3], class = f[4], charges = {},
-    ttl = f[12], deadline = f[13], book = f[14] == 1, since = f[15],
-    rank = g[1], floor = g[2], weight = g[3], key = ARGV[i + 18],
-    share = tonumber(ARGV[i + 19]), tokens_per_day = tonumber(ARGV[i + 20]),
-    fair_start = tonumber(ARGV[i + 21]), limits = ARGV[i + 22],
+    call = c, attempt = m.attempt, class = m.class, charges = m.charges,
+    ttl = m.ttl, deadline = m.deadline, book = m.book == 1, since = m.since,
+    rank = m.rank, floor = m.floor, weight = m.weight, key = m.key,
+    share = m.share, tokens_per_day = m.tokens_per_day, fair_start = m.fair_start, limits = m.limits,
   }
-  for d = 1, ND do req.charges[d] = f[4 + d] end
   if req.limits == '' then req.limits = BATCH_LIMITS end
-  BOUND1, BOUND2 = f[1], f[2]
+  BOUND1, BOUND2 = m.day_boundary, m.next_boundary
   return req
 end
 
--- observeOp reads the observation at ARGV[i] (its fields).
+-- observeOp reads the observation at ARGV[i] (LAYOUTS.observe).
 local function observeOp(i)
-  local f = numbers(i, OP_FIELDS[OP_OBSERVE])
-  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = f[19] == 1, mark = {}, excluded = {},
-    inflight = {}}
+  local m = readLayout(LAYOUTS.observe, ARGV, i)
+  local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = m.mark_valid == 1,
+    mark = m.mark, excluded = {}, inflight = m.inflight}
   for d = 1, NB do
-    local j = 2 + (d - 1) * 4
-    o.hasLimit[d], o.limit[d] = f[j + 1] == 1, f[j + 2]
-    o.hasRemaining[d], o.remaining[d] = f[j + 3] == 1, f[j + 4]
-    o.mark[d] = f[19 + d]
-    o.excluded[d] = f[23 + d] == 1
-    o.inflight[d] = f[27 + d]
+    local b = DIMENSIONS[d]
+    o.hasLimit[d], o.limit[d] = m['has_limit.' .. b] == 1, m['limit.' .. b]
+    o.hasRemaining[d], o.remaining[d] = m['has_remaining.' .. b] == 1, m['remaining.' .. b]
+    o.excluded[d] = m.excluded[d] == 1
   end
-  BOUND1, BOUND2 = f[1], f[2]
+  BOUND1, BOUND2 = m.day_boundary, m.next_boundary
   return o
 end
 
@@ -361,12 +341,12 @@ local function run(code, c, i)
     return res
   end
   if code == OP_SETTLE then
-    local f = numbers(i, 11)
-    local g = numbers(i + 12, 6)
-    BOUND1, BOUND2 = f[1], f[2]
-    local lease = {class = f[11], key = ARGV[i + 11], weight = g[1], reserved = {g[2], g[3], g[4], g[5], 0, 0, 0},
-      granted_at = g[6]}
-    return settle(c, f[3], {f[4], f[5], f[6], f[7], f[8], f[9], f[10]}, lease)
+    local m = readLayout(LAYOUTS.settle, ARGV, i)
+    BOUND1, BOUND2 = m.day_boundary, m.next_boundary
+    local r = m.reserved
+    local lease = {class = m.class, key = m.key, weight = m.weight, reserved = {r[1], r[2], r[3], r[4], 0, 0, 0},
+      granted_at = m.granted_at}
+    return settle(c, m.attempt, m.delta, lease)
   end
   advance()
   observe(observeOp(i))
@@ -382,7 +362,7 @@ while ARGV[i] do
   if not OP_FIELDS[code] or not ARGV[i + 1 + OP_FIELDS[code]] then
     return redis.error_reply('tollgate: malformed operation at argument ' .. i)
   end
-  create = create or code ~= OP_SETTLE
+  create = create or code == OP_RESERVE or code == OP_OBSERVE
   i = i + 2 + OP_FIELDS[code]
 end
 

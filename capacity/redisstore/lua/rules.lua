@@ -521,13 +521,12 @@ end
 -- changed limit keeps levels, clamped to the new capacity.
 local function setLimits(sig)
   if S.limits == sig then return end
-  -- format|rpm|itpm|otpm|tpm|rpd|tpd|inflight|burst ns|burst s|token burst|
-  -- margin|zone|offset|zone offset|standard floor|bulk floor|aging ns
   local f = {}
   for v in string.gmatch(sig .. '|', '([^|]*)|') do f[#f + 1] = v end
-  for d = 1, ND do S.limit[d] = tonumber(f[1 + d]) end
-  S.burst, S.token_burst, S.margin = tonumber(f[10]), tonumber(f[11]), tonumber(f[12])
-  S.standard_floor, S.bulk_floor, S.aging_after = tonumber(f[16]), tonumber(f[17]), tonumber(f[18]) / 1000
+  local m = readLayout(LAYOUTS.limits, f, 1)
+  for d = 1, ND do S.limit[d] = m.limit[d] end
+  S.burst, S.token_burst, S.margin = m.burst, m.token_burst, m.margin
+  S.standard_floor, S.bulk_floor, S.aging_after = m.standard_floor, m.bulk_floor, m.aging_ns / 1000
   local first = S.limits == ''
   S.limits = sig
   recompute()

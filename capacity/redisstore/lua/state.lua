@@ -71,6 +71,27 @@ local function fmt(x)
   return string.format('%.17g', x)
 end
 
+-- readLayout reads a message of layout (LAYOUTS, wire.go) from values (a
+-- list: ARGV, or a signature's fields) at position i: each field by its
+-- name, a field one value wide as that value, a wider one as a list.
+local function readLayout(layout, values, i)
+  local m = {}
+  for _, f in ipairs(layout) do
+    local name, width, kind = f[1], f[2], f[3]
+    if width == 1 and kind == 'string' then
+      m[name] = values[i]
+    elseif width == 1 then
+      m[name] = tonumber(values[i])
+    else
+      local v = {}
+      for j = 1, width do v[j] = tonumber(values[i + j - 1]) end
+      m[name] = v
+    end
+    i = i + width
+  end
+  return m
+end
+
 -- Records ---------------------------------------------------------------
 
 -- A lease or a ticket is a record: a table whose fields a schema lists
