@@ -263,9 +263,12 @@ func (m *memScope) forgetIdle() {
 			return
 		}
 	}
-	m.flows = nil
+	clear(m.flows) // kept for the next calls, as the logs' space below
 	m.virtual, m.lastFinish = [MaxRank + 1]float64{}, [MaxRank + 1]float64{}
-	m.past, m.lastServed = [MaxRank + 1][]virtualPoint{}, [MaxRank + 1]int64{}
+	for r := range m.past {
+		m.past[r] = m.past[r][:0]
+	}
+	m.lastServed = [MaxRank + 1]int64{}
 	m.keyed, m.fairStartFrom, m.fairStartUntil = false, 0, 0
 }
 

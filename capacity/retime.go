@@ -5,12 +5,9 @@ import (
 	"time"
 )
 
-// retime moves the first RetimeWindow booked tickets, in the order they are
-// due, to the time the provider's bucket (level + booked) holds its charges
-// and those of every ticket due before it, above its class's floor: tickets
-// follow the budget. A ticket further back keeps the time it was given
-// until it reaches the window, so a decision's cost does not grow with the
-// queue. A refund or a
+// retime moves every booked ticket to the time the provider's bucket
+// (level + booked) holds its charges and those of every ticket due before
+// it, above its class's floor: tickets follow the budget. A refund or a
 // higher reported level brings them forward, debt, a lower reported level
 // or a lowered limit pushes them back at once, so nothing booked at an old
 // rate is sent into a new one. Tickets keep their order (their times, then
@@ -23,10 +20,7 @@ func (m *memScope) retime(now time.Time) {
 	}
 	var ahead [numBuckets]float64 // the charges of the tickets due so far
 	var gathered int64            // the tickets due at the gathering's end so far
-	for i, tk := range m.ticketsInOrder() {
-		if i == RetimeWindow {
-			break
-		}
+	for _, tk := range m.ticketsInOrder() {
 		fl := tk.Floor
 		var w time.Duration
 		for d := range numBuckets {
@@ -56,15 +50,6 @@ func (m *memScope) retime(now time.Time) {
 		}
 	}
 }
-
-// RetimeWindow is how many booked tickets, from the first due, follow the
-// budget when it moves (retime): those the next moments' capacity goes to.
-// A ticket behind them keeps its time (a refund finds it at most that
-// late, a lower level at most that early: its claim checks the bucket)
-// until the tickets ahead of it are claimed and it enters the window, where
-// it is moved and, if it comes due early, announced. It also bounds the
-// overdue tickets a call that came early looks at (takeOverdue).
-const RetimeWindow = 64
 
 // GatherSpacing is how far apart the calls gathered by Request.FairStart
 // are due when the gathering ends, in their fair order: released in one
@@ -116,8 +101,8 @@ const OverdueTicket = 100 * time.Millisecond
 // retimed. It reports whether it found one. It requires the scope's lock.
 func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	mine := m.tickets[call]
-	for i, tk := range m.ticketsByTime() {
-		if i == RetimeWindow || tk.At.Add(OverdueTicket).After(now) {
+	for _, tk := range m.ticketsByTime() {
+		if tk.At.Add(OverdueTicket).After(now) {
 			return false // the rest are not overdue either
 		}
 		if tk.Call == call || tk.Rank != mine.Rank {

@@ -111,7 +111,6 @@ func luaConstants() []luaConstant {
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
 		{"MAX_IDLE_FLOWS", capacity.MaxIdleFlows, "capacity.MaxIdleFlows"},
 		{"RETIME_MOVE", capacity.RetimeMove, "capacity.RetimeMove"},
-		{"RETIME_WINDOW", capacity.RetimeWindow, "capacity.RetimeWindow"},
 		{"GATHER_SPACING", capacity.GatherSpacing.Microseconds(), "capacity.GatherSpacing (µs)"},
 		{"REORDER_WINDOW", capacity.ReorderWindow.Microseconds(), "capacity.ReorderWindow (µs)"},
 		{"MAX_FAIR_START", capacity.MaxFairStart.Microseconds(), "capacity.MaxFairStart (µs)"},

@@ -29,8 +29,6 @@ local NRANKS = 8
 local MAX_IDLE_FLOWS = 1024
 -- capacity.RetimeMove
 local RETIME_MOVE = 0.01
--- capacity.RetimeWindow
-local RETIME_WINDOW = 64
 -- capacity.GatherSpacing (µs)
 local GATHER_SPACING = 1000
 -- capacity.ReorderWindow (µs)

@@ -435,17 +435,16 @@ function fair.settleFlow(class, key, weight, reserved, final, granted_at)
   end
 end
 
--- retime moves the first RETIME_WINDOW booked tickets, in their fair order
--- (index.orderFirst), to the time the provider's bucket (level + booked)
--- holds its charges and those of every ticket due before it, above its
--- class's floor: tickets follow the budget; those further back keep their
--- times until they reach the window. A ticket brought forward keeps its
--- expiry, one pushed back lapses the ticket grace after its new time.
+-- retime moves every booked ticket, in their fair order (index.orderAll), to
+-- the time the provider's bucket (level + booked) holds its charges and
+-- those of every ticket due before it, above its class's floor: tickets
+-- follow the budget. A ticket brought forward keeps its expiry, one pushed
+-- back lapses the ticket grace after its new time.
 local function retime()
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
   local gathered = 0 -- the tickets due at the gathering's end so far
-  for _, e in ipairs(index.orderFirst(RETIME_WINDOW)) do
+  for _, e in ipairs(index.orderAll()) do
     local c, tk = e[1], e[2]
     do
       local fl, w = tk.floor, 0
@@ -482,7 +481,7 @@ end
 -- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
   flushTickets()
-  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET, 'LIMIT', 0, RETIME_WINDOW)) do
+  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
     local tk = id ~= c and getTicket(id)
     if tk and tk.rank == mine.rank then
       mine.at, tk.at = tk.at, mine.at

@@ -636,13 +636,13 @@ function index.orderPut(c, tk)
   index.touched[tk.rank] = true
 end
 
--- index.orderFirst returns the first n booked tickets as {call, ticket} in
--- the order they are due.
-function index.orderFirst(n)
+-- index.orderAll returns the booked tickets as {call, ticket} in the order
+-- they are due.
+function index.orderAll()
   local out = {}
+  if S.tickets == 0 then return out end
   for r = NRANKS - 1, 0, -1 do
-    if #out >= n then break end
-    for _, c in ipairs(call('ZRANGE', KEYS[K_ORDER + r], 0, n - #out - 1)) do
+    for _, c in ipairs(call('ZRANGE', KEYS[K_ORDER + r], 0, -1)) do
       local tk = getTicket(c)
       if tk then out[#out + 1] = {c, tk} end
     end
