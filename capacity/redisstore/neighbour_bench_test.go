@@ -18,7 +18,7 @@ const neighbourEvery = 5 * time.Millisecond
 // BenchmarkNeighbour measures what a hot scope costs the other scopes of
 // its Redis, once whatever b.N (run it with -benchtime 1x): while
 // BenchmarkHotScope's load runs (1,000 callers over 8 processes on one
-// scope at the default bucket), this process reserves and settles one call
+// scope, at the default bucket and with a one-second one), this process reserves and settles one call
 // every 5 ms on a second scope of the same prefix whose budget is nowhere
 // near spent. Redis runs one script at a time, so every script of the hot
 // scope delays the neighbour's. It reports the neighbour's Reserve latency
@@ -28,7 +28,16 @@ func BenchmarkNeighbour(b *testing.B) {
 	if testing.Short() {
 		b.Skip("a multi-second multi-process run")
 	}
+	for _, c := range scaleBursts {
+		b.Run(c.name, func(b *testing.B) { benchmarkNeighbour(b, c.burst) })
+	}
+}
+
+// benchmarkNeighbour is BenchmarkNeighbour with the hot scope's
+// Limits.Burst set to burst (zero: the default).
+func benchmarkNeighbour(b *testing.B, burst time.Duration) {
 	run := scaleSetup(b, "hot", 8)
+	run.burst = burst
 	rdb := redis.NewClient(&redis.Options{Addr: run.addr})
 	b.Cleanup(func() { _ = rdb.Close() })
 	s, err := redisstore.New(rdb, redisstore.Options{Prefix: run.prefix})
@@ -75,8 +84,8 @@ func BenchmarkNeighbour(b *testing.B) {
 	for k, v := range f {
 		b.ReportMetric(v, k)
 	}
-	b.Logf("Neighbour: one call every %v on an idle scope beside a hot scope (%d callers over %d processes, the default bucket), %.0f s on %s",
-		neighbourEvery, run.callers, run.procs, secs, run.addr)
+	b.Logf("Neighbour: one call every %v on an idle scope beside a hot scope (%d callers over %d processes, %s), %.0f s on %s",
+		neighbourEvery, run.callers, run.procs, scaleBucket(burst), secs, run.addr)
 	b.Logf("  neighbour Reserve (%d calls): p50 %.0f µs, p99 %.0f µs, max %.0f µs", len(lat), f["neighbour-p50-us"], f["neighbour-p99-us"], f["neighbour-max-us"])
 	b.Logf("  hot scope: %.1f grants/s; Redis CPU busy %.1f%% of one core; longest command %v", f["hot-grants/s"], 100*f["redis-cpu-busy"], srv.slowest)
 }

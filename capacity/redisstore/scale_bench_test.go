@@ -77,13 +77,17 @@ func BenchmarkHotScope(b *testing.B) {
 	if testing.Short() {
 		b.Skip("a multi-second multi-process run")
 	}
-	for _, c := range []struct {
-		name  string
-		burst time.Duration
-	}{{"burst=default", 0}, {"burst=1s", time.Second}} {
+	for _, c := range scaleBursts {
 		b.Run(c.name, func(b *testing.B) { benchmarkHotScope(b, c.burst) })
 	}
 }
+
+// scaleBursts are the buckets the scale benchmarks run at: the default
+// users get, and one second.
+var scaleBursts = []struct {
+	name  string
+	burst time.Duration
+}{{"burst=default", 0}, {"burst=1s", time.Second}}
 
 // benchmarkHotScope is BenchmarkHotScope with the hot scope's Limits.Burst
 // set to burst (zero: the default).
@@ -144,12 +148,8 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 	for k, v := range f {
 		b.ReportMetric(v, k)
 	}
-	bucket := "the default bucket"
-	if burst > 0 {
-		bucket = "a " + burst.String() + " bucket"
-	}
 	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget with %s, hold %v, %.0f s on %s",
-		run.procs, run.callers/run.procs, run.callers, bucket, scaleHold, secs, run.addr)
+		run.procs, run.callers/run.procs, run.callers, scaleBucket(burst), scaleHold, secs, run.addr)
 	b.Logf("  grants: %d = %.1f/s; per 1-s window %v (min %d, max %d after the burst window)", grants, g/secs, perSec, lo, hi)
 	b.Logf("  Reserve latency (inside Store.Reserve, %d calls): p50 %.0f µs, p99 %.0f µs; after the first second (every caller arriving at once): p99 %.0f µs",
 		len(lat), f["reserve-p50-us"], f["reserve-p99-us"], f["steady-p99-us"])
@@ -168,8 +168,8 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 // BenchmarkManyScopes measures many scopes at once against a real
 // redis-server, once whatever b.N (run it with -benchtime 1x): 1,000 scopes
 // (TOLLGATE_SCALE_SCOPES: 50 credentials × 20 limit groups), each allowing
-// 100 calls/s (so that the store, not the budget, bounds the rate) with a
-// one-second burst and 4 in flight, driven by 4 child
+// 100 calls/s (so that the store, not the budget, bounds the rate) and 4 in
+// flight, at the default bucket and with a one-second one, driven by 4 child
 // processes (TOLLGATE_SCALE_PROCS) of 250 goroutines each
 // (TOLLGATE_SCALE_CALLERS over all, default 1000). Every process drives every
 // scope: each goroutine cycles over its share, reserving (no booking; a
@@ -183,7 +183,16 @@ func BenchmarkManyScopes(b *testing.B) {
 	if testing.Short() {
 		b.Skip("a multi-second multi-process run")
 	}
+	for _, c := range scaleBursts {
+		b.Run(c.name, func(b *testing.B) { benchmarkManyScopes(b, c.burst) })
+	}
+}
+
+// benchmarkManyScopes is BenchmarkManyScopes with each scope's Limits.Burst
+// set to burst (zero: the default).
+func benchmarkManyScopes(b *testing.B, burst time.Duration) {
 	run := scaleSetup(b, "many", 4)
+	run.burst = burst
 	scopes := scaleEnvInt(b, scaleEnvScopes, 1000)
 	reps, srv := run.run(b, scopes)
 	var admitted, denied, cmds, scripts, reserves, settles int64
@@ -215,8 +224,8 @@ func BenchmarkManyScopes(b *testing.B) {
 	for k, v := range f {
 		b.ReportMetric(v, k)
 	}
-	b.Logf("ManyScopes: %d scopes, %d processes × %d goroutines, 100 calls/s per scope, %.0f s on %s",
-		scopes, run.procs, run.callers/run.procs, secs, run.addr)
+	b.Logf("ManyScopes: %d scopes, %d processes × %d goroutines, 100 calls/s per scope with %s, %.0f s on %s",
+		scopes, run.procs, run.callers/run.procs, scaleBucket(burst), secs, run.addr)
 	b.Logf("  admitted %d = %.0f/s, denied %.0f/s; Reserve p50 %.0f µs, p99 %.0f µs; %.2f client round trips per admitted call (%.2f script calls, %.1f operations each)",
 		admitted, f["admitted/s"], f["denied/s"], f["reserve-p50-us"], f["reserve-p99-us"], f["rt/admitted"], float64(scripts)/float64(admitted), float64(reserves+settles)/float64(scripts))
 	b.Logf("  Redis CPU busy %.1f%% of one core; server commands %d (%s)", 100*f["redis-cpu-busy"], srv.commands, srv.top)
@@ -391,6 +400,14 @@ func scaleSlowest(b *testing.B, rdb *redis.Client) (time.Duration, string) {
 		}
 	}
 	return d, name
+}
+
+// scaleBucket names the bucket of Limits.Burst burst.
+func scaleBucket(burst time.Duration) string {
+	if burst == 0 {
+		return "the default bucket"
+	}
+	return "a " + burst.String() + " bucket"
 }
 
 // scaleBurstEnv is burst as the children read it: empty for the default.

@@ -46,9 +46,12 @@ func scaleHotLimits(burst time.Duration) capacity.Limits {
 	return capacity.Limits{RequestsPerMinute: 12000, Burst: burst}
 }
 
-// scaleManyLimits are each scope's budget in BenchmarkManyScopes: 100 calls/s,
-// a one-second burst, 4 in flight.
-var scaleManyLimits = capacity.Limits{RequestsPerMinute: 6000, Burst: time.Second, MaxInFlight: 4, SafetyMargin: 1}
+// scaleManyLimits returns each scope's budget in BenchmarkManyScopes: 100
+// calls/s and 4 in flight, every other field at its default except Burst,
+// which is burst (zero: the default).
+func scaleManyLimits(burst time.Duration) capacity.Limits {
+	return capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 4, Burst: burst}
+}
 
 // scaleOne is one request holding one in-flight slot.
 var scaleOne = capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}
@@ -248,7 +251,7 @@ func TestScaleChild(t *testing.T) {
 	case "many":
 		scopes := int(num(scaleEnvProcScopes))
 		work = func(ctx context.Context, c *scaleCaller, i int) {
-			scaleManyCaller(ctx, s, c, proc, i, callers, scopes)
+			scaleManyCaller(ctx, s, scaleManyLimits(burst), c, proc, i, callers, scopes)
 		}
 	default:
 		t.Fatalf("role %q", role)
@@ -349,7 +352,7 @@ func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, c *s
 // (caller, caller + callers, ...; every process covers every scope),
 // reserving without booking and settling at once; a denied scope is
 // skipped.
-func scaleManyCaller(ctx context.Context, s *redisstore.Store, c *scaleCaller, proc, caller, callers, scopes int) {
+func scaleManyCaller(ctx context.Context, s *redisstore.Store, lim capacity.Limits, c *scaleCaller, proc, caller, callers, scopes int) {
 	st := scaleTimed{scaleStore: s, c: c}
 	var mine []capacity.Scope
 	for j := (caller + proc) % callers; j < scopes; j += callers {
@@ -360,7 +363,7 @@ func scaleManyCaller(ctx context.Context, s *redisstore.Store, c *scaleCaller, p
 	}
 	for i := 0; ctx.Err() == nil; i++ {
 		req := capacity.Request{
-			Scope: mine[i%len(mine)], Limits: scaleManyLimits, Charges: scaleOne,
+			Scope: mine[i%len(mine)], Limits: lim, Charges: scaleOne,
 			Call: fmt.Sprintf("p%d-c%d-%d", proc, caller, i), Attempt: 1, Class: capacity.Standard,
 		}
 		res, err := st.Reserve(ctx, req)
