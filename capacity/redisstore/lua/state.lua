@@ -641,6 +641,7 @@ end
 function index.orderAll()
   local out = {}
   if S.tickets == 0 then return out end
+  allTickets() -- every ticket's record in one read
   for r = NRANKS - 1, 0, -1 do
     for _, c in ipairs(call('ZRANGE', KEYS[K_ORDER + r], 0, -1)) do
       local tk = getTicket(c)
