@@ -43,9 +43,10 @@ local LOADED = false -- the state existed before this script
 -- get the ticket keys' TTL when it saves.
 local index = {touched = {}}
 -- RAW is each stored field as loaded, encoded: a field is decoded when a
--- rule first reads it (load), and saved only if it was read or set and its
--- encoding changed, so a decision pays for the fields it uses.
-local RAW = {}
+-- rule first reads it (load), and saved only if it was read or set and
+-- differs from what was decoded (DECODED, a copy), so a decision pays for
+-- the fields it uses and writes those it changed.
+local RAW, DECODED = {}, {}
 -- Reported to Go in every reply's header.
 local RESET, FREED, PUBLISHED = 0, 0, false
 -- DUE lists the calls whose tickets came due early (retime), announced when
@@ -66,6 +67,7 @@ end
 -- fmt writes a number so that tonumber reads back the same double, in
 -- the fewest of 15 or 17 significant digits (0.95, not 0.94999999999999996).
 local function fmt(x)
+  if x % 1 == 0 and x > -1e15 and x < 1e15 then return string.format('%d', x) end -- the same digits, sooner
   local s = string.format('%.15g', x)
   if tonumber(s) == x then return s end
   return string.format('%.17g', x)
@@ -305,6 +307,15 @@ local function copyField(v)
   return c
 end
 
+-- sameField reports whether two values of a state field are equal.
+local function sameField(a, b)
+  if type(a) ~= 'table' or type(b) ~= 'table' then return a == b end
+  for k, x in pairs(a) do
+    if not sameField(x, b[k]) then return false end
+  end
+  return true
+end
+
 -- budgets derives each dimension's capacity and refill rate from the
 -- limits (Limits.Budgets); capacity 0 is unlimited. lim is the limit of
 -- each dimension.
@@ -368,13 +379,16 @@ local function load(create)
       local kind = STATE_KINDS[name]
       if not kind then return nil end
       local field = newField(kind)
-      if RAW[name] then field = decodeField(kind, RAW[name]) end
+      if RAW[name] then
+        field = decodeField(kind, RAW[name])
+        DECODED[name] = copyField(field)
+      end
       rawset(st, name, field)
       return field
     end})
     if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
     if S.epoch ~= EPOCH then
-      S, RAW, RESET = nil, {}, 1
+      S, RAW, DECODED, RESET = nil, {}, {}, 1
       write('DEL', KEYS[K_STATE])
     end
   end
@@ -759,8 +773,9 @@ local function save()
   local changed = {}
   for _, f in ipairs(STATE_SCHEMA) do
     local name, v = f[1], rawget(S, f[1])
-    if v ~= nil then
+    if v ~= nil and (DECODED[name] == nil or not sameField(v, DECODED[name])) then
       v = encodeField(f[2], v)
+      DECODED[name] = nil
       if v ~= RAW[name] then
         changed[#changed + 1] = name
         changed[#changed + 1] = v
