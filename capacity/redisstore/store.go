@@ -46,8 +46,8 @@ type Store struct {
 	notify   *notifier
 	fallback *fallback // nil with FailClosed
 
-	downUntil atomic.Int64 // unix nanoseconds; Redis is skipped until then
-	lastErr   atomic.Value // error: why Redis was last found unreachable
+	downUntil atomic.Int64          // unix nanoseconds; Redis is skipped until then
+	lastErr   atomic.Pointer[error] // why Redis was last found unreachable
 
 	resets      atomic.Int64
 	unavailable atomic.Int64

@@ -28,7 +28,7 @@ func (s *Store) failed(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	s.unavailable.Add(1)
-	s.lastErr.Store(err)
+	s.lastErr.Store(&err) // errors of any type (an atomic.Value panics on a second type)
 	if s.downUntil.Swap(time.Now().Add(s.opts.ProbeInterval).UnixNano()) == 0 {
 		if l := s.opts.Logger; l != nil {
 			l.Warn("tollgate: Redis unreachable", "op", op, "err", err, "policy", s.opts.OnUnavailable.String())
@@ -45,7 +45,10 @@ func (s *Store) down(op string) error {
 		return nil
 	}
 	s.unavailable.Add(1)
-	cause, _ := s.lastErr.Load().(error)
+	var cause error
+	if p := s.lastErr.Load(); p != nil {
+		cause = *p
+	}
 	return fmt.Errorf("redisstore: %s: %w (Redis unreachable; next try within %v): %w", op, capacity.ErrStoreUnavailable, s.opts.ProbeInterval, cause)
 }
 

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -184,4 +186,26 @@ func TestOptions(t *testing.T) {
 	}
 	_, err := New(nil, Options{})
 	require.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// TestUnreachableErrorsOfAnyType: Redis found unreachable first with one
+// kind of error and then with another (a dial timeout, then an i/o timeout
+// on a pooled connection, as a loaded machine gives) is reported, never a
+// panic: the last cause is kept whatever its type.
+func TestUnreachableErrorsOfAnyType(t *testing.T) {
+	t.Parallel()
+	s, err := New(closedClient(t), Options{ProbeInterval: time.Minute})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	first := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}
+	second := fmt.Errorf("read: %w", io.ErrUnexpectedEOF)
+	for _, cause := range []error{first, second} {
+		require.NotPanics(t, func() {
+			require.ErrorIs(t, s.failed(ctx, "batch", cause), capacity.ErrStoreUnavailable)
+		})
+	}
+	err = s.down("batch")
+	require.ErrorIs(t, err, capacity.ErrStoreUnavailable)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the last cause: %v", err)
 }
