@@ -762,6 +762,7 @@ local function observe(o)
   local changed = lowerLimits(o)
   local margin = S.margin
   if margin == 0 then margin = DEFAULT_MARGIN end
+  local live -- the leases in flight, read once for every bucket reported
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
       -- uncounted: what the provider surely had not counted; since: what
@@ -769,7 +770,8 @@ local function observe(o)
       -- one and still in flight (memScope.observe).
       local uncounted, since, before = 0, 0, 0
       if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
-      for _, le in pairs(allLeases()) do
+      live = live or allLeases()
+      for _, le in pairs(live) do
         if not o.markValid then
           since = since + le.charge[d]
         elseif le.mark[d] <= o.mark[d] then -- a later grant is counted in since
