@@ -156,6 +156,7 @@ func luaConstants() []luaConstant {
 		{"K_KEY_CAPS", keyKeyCaps + 1, ""},
 		{"K_RECENT", keyRecent + 1, ""},
 		{"K_ORDER", keyOrder + 1, "rank r's tickets in their order: KEYS[K_ORDER + r]"},
+		{"K_LEASE_MARKS", keyLeaseMarks + 1, ""},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
 		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},
 	}

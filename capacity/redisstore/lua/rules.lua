@@ -548,6 +548,7 @@ local function reclaimLeases()
   for c, le in pairs(all) do
     if le.expires <= NOW then
       index.recentEnded(le)
+      index.marksDrop(c)
       LEASES[c], DIRTY[c] = false, true
       dead = dead + 1
     else
@@ -762,7 +763,7 @@ local function observe(o)
   local changed = lowerLimits(o)
   local margin = S.margin
   if margin == 0 then margin = DEFAULT_MARGIN end
-  local live -- the leases in flight, read once for every bucket reported
+  local live -- the leases in flight (their marks and charges), read once
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
       -- uncounted: what the provider surely had not counted; since: what
@@ -770,7 +771,7 @@ local function observe(o)
       -- one and still in flight (memScope.observe).
       local uncounted, since, before = 0, 0, 0
       if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
-      live = live or allLeases()
+      live = live or index.liveMarks()
       for _, le in pairs(live) do
         if not o.markValid then
           since = since + le.charge[d]

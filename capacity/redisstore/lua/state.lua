@@ -400,7 +400,7 @@ local function load(create)
   end
   if not create then return false end
   write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES], KEYS[K_FLOWS], KEYS[K_KEY_CAPS],
-    KEYS[K_RECENT], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
+    KEYS[K_RECENT], KEYS[K_LEASE_MARKS], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
   S = newState()
   S.format, S.epoch = STATE_FORMAT, EPOCH
   recompute()
@@ -447,6 +447,7 @@ local function dropLease(c)
   local le = getLease(c)
   if le then
     index.recentEnded(le)
+    index.marksDrop(c)
     LEASES[c], DIRTY[c] = false, true
     S.leases = S.leases - 1
   end
@@ -533,6 +534,36 @@ function index.recentExpire(cutoff)
   if left == 0 then S.recent_held = zeros(ND) end
 end
 
+-- The lease marks are each live lease's mark and charges per bucket, packed
+-- with cmsgpack in the hash KEYS[K_LEASE_MARKS] by call: what a report
+-- reads of every lease in flight (observe), unpacked in C rather than
+-- decoded from the lease's record line (Redis only).
+
+-- index.marksPut records lease le of call c.
+function index.marksPut(c, le)
+  local v = {}
+  for d = 1, NB do v[d], v[NB + d] = le.mark[d], le.charge[d] end
+  write('HSET', KEYS[K_LEASE_MARKS], c, cmsgpack.pack(v))
+end
+
+-- index.marksDrop forgets call c's lease.
+function index.marksDrop(c) write('HDEL', KEYS[K_LEASE_MARKS], c) end
+
+-- index.liveMarks returns every live lease as {mark = ..., charge = ...},
+-- a number per bucket each.
+function index.liveMarks()
+  local out = {}
+  if S.leases == 0 then return out end
+  local all = call('HGETALL', KEYS[K_LEASE_MARKS])
+  for i = 2, #all, 2 do
+    local v = cmsgpack.unpack(all[i])
+    local le = {mark = {}, charge = {}}
+    for d = 1, NB do le.mark[d], le.charge[d] = v[d], v[NB + d] end
+    out[#out + 1] = le
+  end
+  return out
+end
+
 -- noteExpiry records a lease's or ticket's expiry t in field, a lower
 -- bound of the next expiry of its kind.
 local function noteExpiry(t, field)
@@ -552,6 +583,7 @@ local function grantLease(c, fresh, req, weight)
   index.recentExpire(NOW - REORDER_WINDOW)
   for d = 1, ND do le.charge[d], le.mark[d], le.inflight[d] = c[d], S.granted[d], S.recent_held[d] end
   index.recentAdd(req.call, le)
+  index.marksPut(req.call, le)
   putLease(req.call, le)
   if S.leases == 0 then NEW_LEASE_KEY = true end
   S.leases = S.leases + 1
@@ -706,12 +738,13 @@ end
 -- leases and tickets: the one walk over them, when a state saved by an
 -- older version of the scripts is loaded (a rolling deploy).
 function index.rebuild()
-  write('DEL', KEYS[K_RECENT], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
+  write('DEL', KEYS[K_RECENT], KEYS[K_LEASE_MARKS], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
   S.recent_held = zeros(ND)
   local recent = {}
   for c, le in pairs(allLeases()) do
     if index.recentInWindow(le.granted_at) then recent[#recent + 1] = {c, le} end
+    index.marksPut(c, le)
   end
   table.sort(recent, function(a, b)
     if a[2].granted_at ~= b[2].granted_at then return a[2].granted_at < b[2].granted_at end
@@ -759,6 +792,7 @@ local function save()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
     write('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
+    write('PEXPIRE', KEYS[K_LEASE_MARKS], ceil((S.lease_key_expiry - NOW) / 1000))
   end
   if NEW_TICKET_KEY or (S.tickets > 0 and S.last_expiry > S.ticket_key_expiry) then
     S.ticket_key_expiry = S.last_expiry + SLACK
