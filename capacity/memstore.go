@@ -96,10 +96,19 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	if err := ctx.Err(); err != nil {
 		return Reservation{}, err
 	}
-	if err := req.Validate(); err != nil {
+	// A scope the store holds was validated when it was made: only the
+	// rest of the request is (its secret scan costs as much as a decision).
+	st := s.scope(req.Scope, false)
+	validate := req.validateCall
+	if st == nil {
+		validate = req.Validate
+	}
+	if err := validate(); err != nil {
 		return Reservation{}, err
 	}
-	st := s.scope(req.Scope, true)
+	if st == nil {
+		st = s.scope(req.Scope, true)
+	}
 	now := s.clock.Now()
 	cb, credBlocked := s.credBlock(req.Scope, now)
 
@@ -590,6 +599,11 @@ func (r Request) Validate() error {
 	if err := r.Scope.Validate(); err != nil {
 		return err
 	}
+	return r.validateCall()
+}
+
+// validateCall is Validate without the scope.
+func (r Request) validateCall() error {
 	if r.Call == "" {
 		return fmt.Errorf("%w: Call is empty", ErrInvalidRequest)
 	}

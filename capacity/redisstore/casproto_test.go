@@ -17,10 +17,11 @@ import (
 
 // casProto is the prototype of the other shape decision 0007 weighed: the
 // decision made in Go, Redis holding a versioned state that a short
-// compare-and-set script applies. It is measured by BenchmarkHotScope
-// (TOLLGATE_SCALE_STORE=cas) and is not a store: it knows one scope, the
-// requests bucket and booked tickets (no classes, fairness, leases' expiry,
-// observations or blocks), which is what the hot-scope benchmark uses.
+// compare-and-set script applies. It is measured by BenchmarkHotScope and
+// BenchmarkManyScopes (TOLLGATE_SCALE_STORE=cas) and is not a store: it
+// knows the requests bucket, leases and booked tickets (no classes,
+// fairness, in-flight slots, leases' expiry, observations or blocks), which
+// is what those benchmarks use.
 //
 // Each process batches its pending operations as the Redis store does: one
 // read script returns the state, its version, Redis TIME and the tickets
@@ -28,16 +29,22 @@ import (
 // write script applies the new state and the records it changed if the
 // version is still the one read, else the batch is decided again.
 type casProto struct {
-	rdb  *redis.Client
+	rdb    *redis.Client
+	prefix string
+	scopes sync.Map // capacity.Scope -> *casScope
+
+	// Commits and Conflicts count the write scripts that applied and those
+	// that found another version.
+	Commits, Conflicts atomic.Int64
+}
+
+// casScope is one scope's keys and pending operations.
+type casScope struct {
 	keys []string // state (hash: v, s), tickets (hash), leases (hash)
 
 	mu      sync.Mutex
 	pending []*casOp
 	running bool
-
-	// Commits and Conflicts count the write scripts that applied and those
-	// that found another version.
-	Commits, Conflicts atomic.Int64
 }
 
 type casOp struct {
@@ -74,21 +81,30 @@ end
 return 1`)
 
 func newCASProto(rdb *redis.Client, prefix string) *casProto {
-	tag := "{" + prefix + ":cas}"
-	return &casProto{rdb: rdb, keys: []string{tag + ":state", tag + ":tickets", tag + ":leases"}}
+	return &casProto{rdb: rdb, prefix: prefix}
+}
+
+// scope returns sc's keys and queue.
+func (p *casProto) scope(sc capacity.Scope) *casScope {
+	if v, ok := p.scopes.Load(sc); ok {
+		return v.(*casScope)
+	}
+	tag := "{" + p.prefix + ":cas:" + sc.Key() + "}"
+	v, _ := p.scopes.LoadOrStore(sc, &casScope{keys: []string{tag + ":state", tag + ":tickets", tag + ":leases"}})
+	return v.(*casScope)
 }
 
 var errCASNotInPrototype = errors.New("casproto: not in the prototype")
 
 func (p *casProto) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
 	op := &casOp{req: req, done: make(chan struct{})}
-	p.do(op)
+	p.do(p.scope(req.Scope), op)
 	return op.res, op.err
 }
 
 func (p *casProto) Settle(ctx context.Context, lease capacity.Lease, final capacity.Charges) error {
 	op := &casOp{settle: true, lease: lease, done: make(chan struct{})}
-	p.do(op)
+	p.do(p.scope(lease.Scope), op)
 	return op.err
 }
 
@@ -118,31 +134,31 @@ func (p *casProto) TicketDue(capacity.Scope, string) (<-chan struct{}, func()) {
 	return make(chan struct{}), func() {}
 }
 
-// do queues op and waits for the batch that decides it.
-func (p *casProto) do(op *casOp) {
-	p.mu.Lock()
-	p.pending = append(p.pending, op)
-	if !p.running {
-		p.running = true
-		go p.loop()
+// do queues op on sc and waits for the batch that decides it.
+func (p *casProto) do(sc *casScope, op *casOp) {
+	sc.mu.Lock()
+	sc.pending = append(sc.pending, op)
+	if !sc.running {
+		sc.running = true
+		go p.loop(sc)
 	}
-	p.mu.Unlock()
+	sc.mu.Unlock()
 	<-op.done
 }
 
-func (p *casProto) loop() {
+func (p *casProto) loop(sc *casScope) {
 	for {
-		p.mu.Lock()
-		if len(p.pending) == 0 {
-			p.running = false
-			p.mu.Unlock()
+		sc.mu.Lock()
+		if len(sc.pending) == 0 {
+			sc.running = false
+			sc.mu.Unlock()
 			return
 		}
-		n := min(len(p.pending), 64)
-		batch := p.pending[:n:n]
-		p.pending = append([]*casOp(nil), p.pending[n:]...)
-		p.mu.Unlock()
-		p.run(batch)
+		n := min(len(sc.pending), 64)
+		batch := sc.pending[:n:n]
+		sc.pending = append([]*casOp(nil), sc.pending[n:]...)
+		sc.mu.Unlock()
+		p.run(sc.keys, batch)
 		for _, op := range batch {
 			close(op.done)
 		}
@@ -173,14 +189,14 @@ func decodeCASState(v string) casState {
 }
 
 // run decides a batch until its write applies.
-func (p *casProto) run(batch []*casOp) {
+func (p *casProto) run(keys []string, batch []*casOp) {
 	ctx := context.Background()
 	calls := make([]any, len(batch))
 	for i, op := range batch {
 		calls[i] = op.call()
 	}
 	for {
-		raw, err := casRead.Run(ctx, p.rdb, p.keys, calls...).StringSlice()
+		raw, err := casRead.Run(ctx, p.rdb, keys, calls...).StringSlice()
 		if err != nil {
 			for _, op := range batch {
 				op.err = err
@@ -209,7 +225,7 @@ func (p *casProto) run(batch []*casOp) {
 		for c := range changed {
 			writes = append(writes, 2, c, records[c][0], 3, c, records[c][1])
 		}
-		ok, err := casWrite.Run(ctx, p.rdb, p.keys, writes...).Int()
+		ok, err := casWrite.Run(ctx, p.rdb, keys, writes...).Int()
 		if err != nil {
 			for _, op := range batch {
 				op.err = err

@@ -29,7 +29,7 @@ const (
 	scaleEnvEnd         = "TOLLGATE_SCALE_END"
 	scaleEnvOut         = "TOLLGATE_SCALE_OUT"   // the report file
 	scaleEnvBurst       = "TOLLGATE_SCALE_BURST" // Limits.Burst (a duration); unset: the default
-	// scaleEnvStore, set to "cas", runs the hot scope on the compare-and-set
+	// scaleEnvStore, set to "cas", runs the scopes on the compare-and-set
 	// prototype (casproto_test.go) instead of the Redis store.
 	scaleEnvStore = "TOLLGATE_SCALE_STORE"
 )
@@ -237,21 +237,21 @@ func TestScaleChild(t *testing.T) {
 			t.Fatalf("%s: %v", scaleEnvBurst, err)
 		}
 	}
-	var work func(ctx context.Context, c *scaleCaller, i int)
+	var st scaleStore = s
 	var cas *casProto
+	if os.Getenv(scaleEnvStore) == "cas" {
+		cas = newCASProto(rdb, os.Getenv(scaleEnvPrefix))
+		st = cas
+	}
+	var work func(ctx context.Context, c *scaleCaller, i int)
 	switch role {
 	case "hot":
 		lim := scaleHotLimits(burst)
-		var hot scaleStore = s
-		if os.Getenv(scaleEnvStore) == "cas" {
-			cas = newCASProto(rdb, os.Getenv(scaleEnvPrefix))
-			hot = cas
-		}
-		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, hot, lim, c, proc, i) }
+		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, st, lim, c, proc, i) }
 	case "many":
 		scopes := int(num(scaleEnvProcScopes))
 		work = func(ctx context.Context, c *scaleCaller, i int) {
-			scaleManyCaller(ctx, s, scaleManyLimits(burst), c, proc, i, callers, scopes)
+			scaleManyCaller(ctx, st, scaleManyLimits(burst), c, proc, i, callers, scopes)
 		}
 	default:
 		t.Fatalf("role %q", role)
@@ -352,7 +352,7 @@ func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, c *s
 // (caller, caller + callers, ...; every process covers every scope),
 // reserving without booking and settling at once; a denied scope is
 // skipped.
-func scaleManyCaller(ctx context.Context, s *redisstore.Store, lim capacity.Limits, c *scaleCaller, proc, caller, callers, scopes int) {
+func scaleManyCaller(ctx context.Context, s scaleStore, lim capacity.Limits, c *scaleCaller, proc, caller, callers, scopes int) {
 	st := scaleTimed{scaleStore: s, c: c}
 	var mine []capacity.Scope
 	for j := (caller + proc) % callers; j < scopes; j += callers {
