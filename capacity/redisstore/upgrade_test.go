@@ -14,10 +14,18 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 )
 
-// previousScripts is the directory of the previous version's scripts, kept
-// as they were released. When the scripts change, copy lua/ there (after
-// the release) so the next version is tested against this one.
-const previousScripts = "testdata/scripts-v3.3"
+// previousScripts are earlier versions' scripts, kept as they were
+// released, by version. When the scripts change, copy lua/ to a directory of
+// its own (after the release) so the next version is tested against this
+// one. v3Ops says the version reads operations in the layout of 3.x
+// (Store.v3Ops).
+var previousScripts = []struct {
+	version, dir string
+	v3Ops        bool
+}{
+	{"3.3", "testdata/scripts-v3.3", true},
+	{"4.7", "testdata/scripts-v4.7", false}, // before the indexes of 5.0 (decision 0007)
+}
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
 // requests and in-flight slots limited too, and class floors.
@@ -40,18 +48,26 @@ var rollingLimits = capacity.Limits{
 // in every bucket and the in-flight cap. (Version 4.0 adds fair queuing:
 // fields of tickets, leases and the state that 3.3 leaves as they are, and
 // longer operations, which the previous worker sends in its own layout:
-// Store.v3Ops.)
+// Store.v3Ops. Version 5.0 adds indexes that 4.7 does not keep up to date:
+// 5.0 rebuilds them whenever it finds a state 4.7 saved last.)
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3 s of traffic")
 	}
+	for _, prev := range previousScripts {
+		t.Run(prev.version, func(t *testing.T) { rollingUpgrade(t, prev.version, prev.dir, prev.v3Ops) })
+	}
+}
+
+// rollingUpgrade is TestRollingUpgrade from the scripts of version in dir.
+func rollingUpgrade(t *testing.T, version, dir string, v3Ops bool) {
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
-	previous, err := loadScripts(os.DirFS(previousScripts), ".")
+	previous, err := loadScripts(os.DirFS(dir), ".")
 	require.NoError(t, err)
 	older, err := New(rdb, Options{Prefix: prefix})
 	require.NoError(t, err)
-	older.scripts, older.v3Ops = previous, true
+	older.scripts, older.v3Ops = previous, v3Ops
 	newer, err := New(rdb, Options{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
@@ -112,7 +128,7 @@ func TestRollingUpgrade(t *testing.T) {
 	state := newer.keysFor(keysScope).keys[keyState]
 	writer, err := rdb.HGet(context.Background(), state, "written_by").Result()
 	require.NoError(t, err)
-	require.Contains(t, []string{scriptVersion, "3.3"}, writer)
+	require.Contains(t, []string{scriptVersion, version}, writer)
 	kept, err := rdb.HExists(context.Background(), state, "virtual").Result()
 	require.NoError(t, err)
 	require.True(t, kept, "the fair-queuing state of 4.0 survives the older scripts")
@@ -165,4 +181,46 @@ func releaseAt(t *testing.T, s *Store, le capacity.Lease) time.Time {
 	_, h, err := s.run(context.Background(), "release", s.scripts.release, k, append(s.commonArgs(k, b1, b2, 2), le.Call, le.ID))
 	require.NoError(t, err)
 	return h.now
+}
+
+// TestUpgradeRebuildsIndexes: tickets booked by scripts 4.7, which keep no
+// order sets, follow the budget once 5.0 moves it: 5.0 rebuilds its
+// indexes from the tickets when it finds a state 4.7 saved last.
+func TestUpgradeRebuildsIndexes(t *testing.T) {
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	previous, err := loadScripts(os.DirFS("testdata/scripts-v4.7"), ".")
+	require.NoError(t, err)
+	older, err := New(rdb, Options{Prefix: prefix})
+	require.NoError(t, err)
+	older.scripts = previous
+	newer, err := New(rdb, Options{Prefix: prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
+	ctx := context.Background()
+	l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // one at once, one a second
+	one := capacity.Charges{capacity.Requests: 1}
+	for i := range 4 {
+		res, err := older.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: fmt.Sprint("c", i), Attempt: 1, Charges: one, Book: true})
+		require.NoError(t, err)
+		require.Equal(t, i == 0, res.Granted, "call %d", i)
+	}
+	before, err := newer.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	require.Len(t, before.Tickets, 3)
+
+	// The first ticket's call gives up: its second comes back, and the
+	// tickets behind it are due a second earlier.
+	require.NoError(t, newer.Release(ctx, capacity.Lease{Scope: keysScope, Call: "c1"}))
+	after, err := newer.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	at := map[string]time.Time{}
+	for _, tk := range before.Tickets {
+		at[tk.Call] = tk.At
+	}
+	require.Len(t, after.Tickets, 2)
+	for _, tk := range after.Tickets {
+		moved := at[tk.Call].Sub(tk.At)
+		require.InDelta(t, time.Second.Seconds(), moved.Seconds(), 0.1, "%s moved %v", tk.Call, moved)
+	}
 }
