@@ -157,6 +157,7 @@ func luaConstants() []luaConstant {
 		{"K_RECENT", keyRecent + 1, ""},
 		{"K_ORDER", keyOrder + 1, "rank r's tickets in their order: KEYS[K_ORDER + r]"},
 		{"K_LEASE_MARKS", keyLeaseMarks + 1, ""},
+		{"K_LEASE_EXPIRIES", keyLeaseExpiries + 1, ""},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
 		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},
 	}

@@ -54,11 +54,11 @@
 // the other wrote (TestRollingUpgrade runs the previous version's scripts,
 // kept in testdata/, against this version's on one scope). The state records
 // the script version that wrote it last (written_by). A state of an unknown
-// format is an error, never a grant. Scripts 5.0 keep three indexes older
+// format is an error, never a grant. Scripts 5.0 keep four indexes older
 // scripts do not (the leases granted lately, for Mark.InFlight; the tickets'
-// order; the leases' marks, for reports): a state another version saved
-// last is re-indexed once, from its leases and tickets, before 5.0 decides
-// on it.
+// order; the leases' marks, for reports; the leases' expiries): a state
+// another version saved last is re-indexed once, from its leases and
+// tickets, before 5.0 decides on it.
 //
 // The one exception is the step to format 3 from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,

@@ -24,6 +24,7 @@ import (
 //	{P:C}:recent:K            the leases granted within capacity.ReorderWindow, oldest first (list); TTL: the window's
 //	{P:C}:order:R:K           rank R's tickets by virtual finish (sorted set), R from 0 to capacity.MaxRank; TTL: the tickets'
 //	{P:C}:leasemarks:K        each live lease's mark and charges per bucket, packed (msgpack), by call; TTL: the leases'
+//	{P:C}:lease_expiries:K    live leases by expiry (sorted set); TTL: the leases'
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //	{P:C}:learn:K:KIND, {P:C}:learnin:K, {P:C}:learnkinds:K   what was learned (see learn.go)
@@ -46,8 +47,10 @@ const (
 	keyKeyCaps   = 9  // added in scripts 4.0
 	keyRecent    = 10 // added in scripts 5.0
 	keyOrder     = 11 // added in scripts 5.0: keyOrder + rank, for every rank
-	// keyLeaseMarks follows the order keys (added in scripts 5.0).
-	keyLeaseMarks = keyOrder + capacity.MaxRank + 1
+	// keyLeaseMarks and keyLeaseExpiries follow the order keys (added in
+	// scripts 5.0).
+	keyLeaseMarks    = keyOrder + capacity.MaxRank + 1
+	keyLeaseExpiries = keyLeaseMarks + 1
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -92,7 +95,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 	for r := range capacity.MaxRank + 1 {
 		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
 	}
-	sk.keys = append(sk.keys, tag+":leasemarks:"+k)
+	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k)
 	return sk
 }
 

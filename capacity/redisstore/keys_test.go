@@ -58,6 +58,7 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":order:6:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":order:7:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":leasemarks:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":lease_expiries:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)
@@ -108,7 +109,8 @@ func TestKeyTTLs(t *testing.T) {
 	near(k.keys[keyFlows], time.Until(l.DayReset.Next(time.Now()))) // fair queuing lives as long as the state
 	near(k.keys[keyRecent], capacity.ReorderWindow)                 // the grants that may still be reordered
 	near(k.keys[keyLeaseMarks], 30*time.Second)                     // as the leases
-	require.Len(t, keys, 8, "no other keys: %v", keys)              // no ticket was booked
+	near(k.keys[keyLeaseExpiries], 30*time.Second)                  // as the leases
+	require.Len(t, keys, 9, "no other keys: %v", keys)              // no ticket was booked
 
 	// Settled, the scope matters until its bucket is full again (0.1 s) and
 	// its daily count resets (the day boundary), not until a lease expiry.
@@ -118,6 +120,8 @@ func TestKeyTTLs(t *testing.T) {
 	require.False(t, ok, "no lease left, no lease key")
 	_, ok = keys[k.keys[keyLeaseMarks]]
 	require.False(t, ok, "no lease left, no lease marks")
+	_, ok = keys[k.keys[keyLeaseExpiries]]
+	require.False(t, ok, "no lease left, no lease expiries")
 	require.InDelta(t, time.Until(l.DayReset.Next(time.Now())).Seconds(), keys[k.keys[keyState]].Seconds(), 2)
 
 	// Without a daily limit the state lives only until the bucket is full.

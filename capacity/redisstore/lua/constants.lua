@@ -105,6 +105,7 @@ local K_RECENT = 11
 -- rank r's tickets in their order: KEYS[K_ORDER + r]
 local K_ORDER = 12
 local K_LEASE_MARKS = 20
+local K_LEASE_EXPIRIES = 21
 -- a stored lease (constants.go: leaseFields)
 local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}, {"inflight", "dimension"}}
 -- a stored ticket (constants.go: ticketFields)

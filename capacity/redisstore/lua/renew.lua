@@ -13,6 +13,7 @@ if not le or CALL .. '#' .. le.attempt ~= ID then
 end
 le.expires = NOW + TTL
 putLease(CALL, le)
+index.expiryPut(CALL, le.expires)
 noteExpiry(le.expires, 'next_lease_expiry')
 save()
 local out = header('G')

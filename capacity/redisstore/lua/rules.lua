@@ -539,29 +539,30 @@ local function setLimits(sig)
   retime()
 end
 
--- reclaimLeases (memScope.reclaim, for leases) drops expired leases (their slots come back, their tokens
--- stay spent), recounts the live ones and returns the earliest live expiry
--- (0: none), which becomes the exact next expiry.
+-- reclaimLeases (memScope.reclaim, for leases) drops expired leases (their
+-- slots come back, their tokens stay spent), found by their expiry (the
+-- lease expiries), and returns the earliest live expiry (0: none), which
+-- becomes the exact next expiry.
 local function reclaimLeases()
-  local first, dead, all = 0, 0, allLeases()
-  S.leases = 0
-  for c, le in pairs(all) do
-    if le.expires <= NOW then
-      index.recentEnded(le)
-      index.marksDrop(c)
-      LEASES[c], DIRTY[c] = false, true
+  local dead = 0
+  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_LEASE_EXPIRIES], '-inf', NOW)) do
+    local le = getLease(c)
+    if le and le.expires <= NOW then
+      dropLease(c)
       dead = dead + 1
+    elseif le then
+      index.expiryPut(c, le.expires) -- renewed by scripts that keep no index
     else
-      S.leases = S.leases + 1
-      if first == 0 or le.expires < first then first = le.expires end
+      index.expiryDrop(c)
     end
   end
-  S.next_lease_expiry = first
+  local first = call('ZRANGEBYSCORE', KEYS[K_LEASE_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  S.next_lease_expiry = tonumber(first[2]) or 0
   if dead > 0 then
     FREED = FREED + dead
     wake()
   end
-  return first
+  return S.next_lease_expiry
 end
 
 -- reclaimTickets (memScope.reclaim, for tickets) drops lapsed tickets:

@@ -400,7 +400,7 @@ local function load(create)
   end
   if not create then return false end
   write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES], KEYS[K_FLOWS], KEYS[K_KEY_CAPS],
-    KEYS[K_RECENT], KEYS[K_LEASE_MARKS], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
+    KEYS[K_RECENT], KEYS[K_LEASE_MARKS], KEYS[K_LEASE_EXPIRIES], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
   S = newState()
   S.format, S.epoch = STATE_FORMAT, EPOCH
   recompute()
@@ -448,6 +448,7 @@ local function dropLease(c)
   if le then
     index.recentEnded(le)
     index.marksDrop(c)
+    index.expiryDrop(c)
     LEASES[c], DIRTY[c] = false, true
     S.leases = S.leases - 1
   end
@@ -549,6 +550,16 @@ end
 -- index.marksDrop forgets call c's lease.
 function index.marksDrop(c) write('HDEL', KEYS[K_LEASE_MARKS], c) end
 
+-- The lease expiries are the live leases by expiry, a sorted set
+-- (KEYS[K_LEASE_EXPIRIES]): the expired ones and the next expiry are found
+-- without reading every lease (reclaimLeases; Redis only).
+
+-- index.expiryPut records that call c's lease expires at t.
+function index.expiryPut(c, t) write('ZADD', KEYS[K_LEASE_EXPIRIES], t, c) end
+
+-- index.expiryDrop forgets call c's lease.
+function index.expiryDrop(c) write('ZREM', KEYS[K_LEASE_EXPIRIES], c) end
+
 -- index.liveMarks returns every live lease as {mark = ..., charge = ...},
 -- a number per bucket each.
 function index.liveMarks()
@@ -584,6 +595,7 @@ local function grantLease(c, fresh, req, weight)
   for d = 1, ND do le.charge[d], le.mark[d], le.inflight[d] = c[d], S.granted[d], S.recent_held[d] end
   index.recentAdd(req.call, le)
   index.marksPut(req.call, le)
+  index.expiryPut(req.call, le.expires)
   putLease(req.call, le)
   if S.leases == 0 then NEW_LEASE_KEY = true end
   S.leases = S.leases + 1
@@ -738,13 +750,14 @@ end
 -- leases and tickets: the one walk over them, when a state saved by an
 -- older version of the scripts is loaded (a rolling deploy).
 function index.rebuild()
-  write('DEL', KEYS[K_RECENT], KEYS[K_LEASE_MARKS], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
+  write('DEL', KEYS[K_RECENT], KEYS[K_LEASE_MARKS], KEYS[K_LEASE_EXPIRIES], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
   S.recent_held = zeros(ND)
   local recent = {}
   for c, le in pairs(allLeases()) do
     if index.recentInWindow(le.granted_at) then recent[#recent + 1] = {c, le} end
     index.marksPut(c, le)
+    index.expiryPut(c, le.expires)
   end
   table.sort(recent, function(a, b)
     if a[2].granted_at ~= b[2].granted_at then return a[2].granted_at < b[2].granted_at end
@@ -793,6 +806,7 @@ local function save()
     S.lease_key_expiry = S.last_expiry + SLACK
     write('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
     write('PEXPIRE', KEYS[K_LEASE_MARKS], ceil((S.lease_key_expiry - NOW) / 1000))
+    write('PEXPIRE', KEYS[K_LEASE_EXPIRIES], ceil((S.lease_key_expiry - NOW) / 1000))
   end
   if NEW_TICKET_KEY or (S.tickets > 0 and S.last_expiry > S.ticket_key_expiry) then
     S.ticket_key_expiry = S.last_expiry + SLACK
