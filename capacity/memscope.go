@@ -19,8 +19,8 @@ type memScope struct {
 	tickets map[string]Ticket // booked ticket by Call
 
 	failures map[string]failureCount // real failures by Call
-	// ended holds the leases settled or released lately, until they are
-	// forgotten: a second settle or release applies nothing.
+	// endedLeases holds the leases settled or released lately, until they
+	// are forgotten: a second settle or release applies nothing.
 	endedLeases endedLeases
 
 	notify chan struct{} // closed and dropped on each settle/release, made by Released

@@ -281,7 +281,10 @@ func (op *casOp) decide(st casState, rec [2]string, now int64) (casState, [2]str
 	if rec[0] != "" {
 		var at int64
 		var charge float64
-		fmt.Sscan(rec[0], &at, &charge)
+		if _, err := fmt.Sscan(rec[0], &at, &charge); err != nil {
+			op.err = fmt.Errorf("casproto: ticket %q: %w", rec[0], err)
+			return st, rec
+		}
 		if now < at {
 			op.res = capacity.Reservation{Reason: capacity.DenyTicket, RetryAt: time.UnixMicro(at), Booked: true, Now: nowT}
 			return st, rec

@@ -34,11 +34,12 @@ local BOUND1, BOUND2 = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
 -- block ({reason, until, detail, half open, probing}, msgpack).
 local S, EPOCH, CB
 local LOADED = false -- the state existed before this script
--- index holds what keeps each decision's cost bounded: the recent grants
--- (index.recent*) and the tickets' order (index.order*), stored beside the
--- state. A state an older version of the scripts saved last has neither
--- kept up to date, so both are rebuilt once (index.rebuild) before this
--- version decides (Redis only).
+-- index holds what keeps each decision's cost bounded, stored beside the
+-- state: the recent grants (index.recent*), the tickets' order
+-- (index.order*), the lease marks (index.marks*) and the lease expiries
+-- (index.expiry*). A state an older version of the scripts saved last has
+-- none of them kept up to date, so all are rebuilt once (index.rebuild)
+-- before this version decides (Redis only).
 -- index.touched lists the ranks whose order set this script added to: they
 -- get the ticket keys' TTL when it saves.
 local index = {touched = {}}
@@ -746,9 +747,9 @@ local function unbook(c)
   return tk
 end
 
--- index.rebuild makes the recent list and the order sets anew from the
--- leases and tickets: the one walk over them, when a state saved by an
--- older version of the scripts is loaded (a rolling deploy).
+-- index.rebuild makes the indexes anew from the leases and tickets: the one
+-- walk over them, when a state saved by an older version of the scripts is
+-- loaded (a rolling deploy).
 function index.rebuild()
   write('DEL', KEYS[K_RECENT], KEYS[K_LEASE_MARKS], KEYS[K_LEASE_EXPIRIES], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
