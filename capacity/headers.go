@@ -76,11 +76,13 @@ func anthropicDimension(d Dimension, name string) dimensionHeaders {
 // ParseHeaders reads what one response's headers say about the budgets of a
 // scope of provider p, as of the response's date header (now if absent).
 //
-// OpenAI's x-ratelimit-* headers fill Requests and Tokens (resets are
-// durations such as "57.5s" or "23h47m36.648s"); Anthropic's
+// OpenAI's x-ratelimit-* headers fill Requests and Tokens (OpenAI states
+// resets as durations such as "57.5s" or "23h47m36.648s"); Anthropic's
 // anthropic-ratelimit-* headers fill Requests, Tokens, InputTokens and
-// OutputTokens (resets are RFC 3339 times, read relative to the date header);
-// Gemini sends none. A provider tollgate does not know is read with both
+// OutputTokens (Anthropic states resets as RFC 3339 times); Gemini sends
+// none. Every reset header is read in any form ParseReset reads, as gateways
+// in front of a provider send other forms under the same names; times are
+// read relative to the date header. A provider tollgate does not know is read with both
 // families, as OpenAI-compatible services use OpenAI's. RetryAfter comes from
 // ParseRetryAfter.
 //
@@ -97,13 +99,13 @@ func ParseHeaders(p Provider, h http.Header, now time.Time) Observation {
 	}
 	switch p {
 	case OpenAI:
-		parseDimensions(&obs, h, ref, openAIHeaders, parseDurationReset)
+		parseDimensions(&obs, h, ref, openAIHeaders)
 	case Anthropic:
-		parseDimensions(&obs, h, ref, anthropicHeaders, parseTimestampReset)
+		parseDimensions(&obs, h, ref, anthropicHeaders)
 	case Gemini:
 	default:
-		parseDimensions(&obs, h, ref, openAIHeaders, parseDurationReset)
-		parseDimensions(&obs, h, ref, anthropicHeaders, parseTimestampReset)
+		parseDimensions(&obs, h, ref, openAIHeaders)
+		parseDimensions(&obs, h, ref, anthropicHeaders)
 	}
 	if p != OpenAI {
 		// Anthropic meters output as it is produced: its remaining output
@@ -119,10 +121,7 @@ func ParseHeaders(p Provider, h http.Header, now time.Time) Observation {
 	return obs
 }
 
-// resetParser turns a reset header value into a wait from ref.
-type resetParser func(v string, ref time.Time) (time.Duration, bool)
-
-func parseDimensions(obs *Observation, h http.Header, ref time.Time, dims []dimensionHeaders, reset resetParser) {
+func parseDimensions(obs *Observation, h http.Header, ref time.Time, dims []dimensionHeaders) {
 	for _, dh := range dims {
 		d := &obs.Dims[dh.dim]
 		if n, ok := parseCount(dh.limit.get(h)); ok && n > 0 {
@@ -131,24 +130,10 @@ func parseDimensions(obs *Observation, h http.Header, ref time.Time, dims []dime
 		if n, ok := parseCount(dh.remaining.get(h)); ok {
 			d.HasRemaining, d.Remaining = true, n
 		}
-		if v := dh.reset.get(h); v != "" {
-			if w, ok := reset(v, ref); ok && w > 0 {
-				d.HasReset, d.ResetIn = true, w
-			}
+		if w, ok := ParseReset(dh.reset.get(h), time.Second, ref); ok {
+			d.HasReset, d.ResetIn = true, w
 		}
 	}
-}
-
-func parseDurationReset(v string, _ time.Time) (time.Duration, bool) {
-	return ParseDuration(strings.TrimSpace(v))
-}
-
-func parseTimestampReset(v string, ref time.Time) (time.Duration, bool) {
-	t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
-	if err != nil {
-		return 0, false
-	}
-	return t.Sub(ref), true
 }
 
 // parseCount parses a non-negative decimal count.
@@ -190,71 +175,19 @@ func ResponseTime(h http.Header, now time.Time) time.Time {
 }
 
 // ParseRetryAfter returns the wait a response asks for: retry-after-ms
-// (milliseconds, possibly fractional) if present and positive, else
-// retry-after as seconds (possibly fractional) or as an HTTP-date read
-// relative to the response's date header (now if absent). A zero, negative
-// or unparseable value counts as absent: ok is false.
+// (milliseconds) if present and positive, else retry-after (seconds), each
+// in any form ParseReset reads, times relative to the response's date header
+// (now if absent). A zero, negative or unparseable value counts as absent:
+// ok is false.
 func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return retryAfter(h, ResponseTime(h, now))
 }
 
 func retryAfter(h http.Header, ref time.Time) (time.Duration, bool) {
-	if d, ok := parseScaled(retryAfterMs(h), float64(time.Millisecond)); ok && d > 0 {
+	if d, ok := ParseReset(headerRetryAfterMs.get(h), time.Millisecond, ref); ok {
 		return d, true
 	}
-	v := strings.TrimSpace(headerRetryAfter.get(h))
-	if v == "" {
-		return 0, false
-	}
-	d, ok := parseScaled(v, float64(time.Second))
-	if !ok {
-		t, err := http.ParseTime(v)
-		if err != nil {
-			return 0, false
-		}
-		d = t.Sub(ref)
-	}
-	if d <= 0 {
-		return 0, false
-	}
-	return d, true
-}
-
-func retryAfterMs(h http.Header) string {
-	return strings.TrimSpace(headerRetryAfterMs.get(h))
-}
-
-// maxDurationF is the largest time.Duration as a float, rounded down so that
-// converting anything below it back to int64 cannot overflow.
-const maxDurationF = float64(1<<63 - 1024)
-
-// parseScaled parses a non-negative decimal number (digits and at most one
-// point, no sign or exponent) times unit nanoseconds.
-func parseScaled(v string, unit float64) (time.Duration, bool) {
-	if v == "" {
-		return 0, false
-	}
-	dots := 0
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case c == '.':
-			dots++
-		case c < '0' || c > '9':
-			return 0, false
-		}
-	}
-	if dots > 1 || v == "." {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		return 0, false
-	}
-	ns := f * unit
-	if ns >= maxDurationF {
-		return 0, false
-	}
-	return time.Duration(ns), true
+	return ParseReset(headerRetryAfter.get(h), time.Second, ref)
 }
 
 // ParseDuration parses a duration in the form of time.ParseDuration without
