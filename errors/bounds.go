@@ -8,18 +8,20 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 )
 
-// Bounds on the waits and resets providers report. A provider's wait is
-// trusted only as far as its kind can mean: past the bound of its kind it is
-// cut to the bound. One bad response (a 429 with retry-after: 3153600000, a
-// reset read against a wrong date header) must not block a scope for every
-// worker for years. Verdict.RetryAfter and Verdict.ResetAt are always within
-// these bounds.
+// Bounds on the waits and resets providers report. A rate limit's stated
+// wait longer than its kind of budget can mean is not a rate limit: the
+// budget is spent, and the verdict is QuotaExhausted (ReasonWaitExceedsBound)
+// with ResetAt at the stated time, cut to the longest reset of that kind.
+// One bad response (a 429 with retry-after: 3153600000, a reset read against
+// a wrong date header) must not block a scope for every worker for years, so
+// Verdict.RetryAfter and Verdict.ResetAt are always within these bounds.
 const (
 	// MaxPerMinuteWait bounds a wait on a per-minute budget (requests or
 	// tokens per minute, a Gemini quota id "...PerMinute..."): the bucket
 	// refills fully within its minute. A rate limit on a per-minute budget
-	// asking for longer waits this long and stays RateLimited (with the
-	// default Classifier.MaxRateLimitWait).
+	// stating a longer wait (beyond a second of rounding) is exhaustion, with
+	// ResetAt at most MaxDailyReset away: a per-minute limit stating a day
+	// is a daily quota spent behind it.
 	MaxPerMinuteWait = time.Minute
 	// MaxDailyReset bounds the wait or reset of a per-day budget: Gemini's
 	// daily quotas reset at the next midnight Pacific (25 hours away at most,
@@ -36,6 +38,10 @@ const (
 	// error. It is the interceptor's DefaultQuotaBlockUnknown: a wait of
 	// unknown meaning blocks no longer than no stated wait would.
 	MaxUnknownWait = time.Hour
+	// waitRounding is how far a stated wait may exceed the bound of its
+	// kind and still be a rate-limit wait: providers state whole seconds,
+	// and reset times are read against a date header of whole seconds.
+	waitRounding = time.Second
 	// MaxDateSkew is how far a response's date header may be from the local
 	// clock and still be the reference for times the response states
 	// (retry-after as an HTTP-date, Anthropic's reset timestamps, a usage
@@ -62,16 +68,22 @@ func observe(p capacity.Provider, h http.Header, now time.Time) (capacity.Observ
 	return capacity.ParseHeaders(p, h, now), now
 }
 
-// rateLimitBound is the longest wait a rate limit can mean, by the budget
-// that binds: MaxDailyReset for a per-day budget (a Gemini quota id of a
-// daily window, or a per-day dimension), MaxPerMinuteWait for a per-minute
-// one, else MaxUnknownWait.
-func rateLimitBound(v *Verdict, window quotaWindow) time.Duration {
+// kindBounds are the bounds of one kind of budget: wait, the longest wait
+// a rate limit on it can mean; reset, the longest it can be spent for.
+type kindBounds struct{ wait, reset time.Duration }
+
+// rateLimitBounds are the bounds of the budget a rate limit binds on: a
+// per-day budget (a Gemini quota id of a daily window, or a per-day
+// dimension) waits and resets within MaxDailyReset; a per-minute one waits
+// MaxPerMinuteWait but, spent for the day behind it (a deployment's daily
+// quota), resets within MaxDailyReset; one nothing identifies, within
+// MaxUnknownWait.
+func rateLimitBounds(v *Verdict, window quotaWindow) kindBounds {
 	switch {
 	case window == windowDay, v.HasDimension && v.Dimension.PerDay():
-		return MaxDailyReset
+		return kindBounds{wait: MaxDailyReset, reset: MaxDailyReset}
 	case window == windowMinute, v.HasDimension && v.Dimension.PerMinute():
-		return MaxPerMinuteWait
+		return kindBounds{wait: MaxPerMinuteWait, reset: MaxDailyReset}
 	}
-	return MaxUnknownWait
+	return kindBounds{wait: MaxUnknownWait, reset: MaxUnknownWait}
 }

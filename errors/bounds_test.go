@@ -25,29 +25,29 @@ func TestHugeRetryAfterIsBounded(t *testing.T) {
 		want     want
 	}{
 		{
-			name: "per-minute tokens: a minute, still a rate limit", provider: capacity.OpenAI, status: 429,
+			name: "per-minute tokens: exhausted for a day at most", provider: capacity.OpenAI, status: 429,
 			header: map[string]string{"date": date, "retry-after": hundredYears},
 			body:   openAIBody("tokens", "rate_limit_exceeded", "Rate limit reached on tokens per min (TPM)."),
-			want:   want{class: RateLimited, dim: "tokens", retryAfter: MaxPerMinuteWait},
+			want:   want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: "tokens", retryAfter: MaxDailyReset, resetAt: t0.Add(MaxDailyReset)},
 		},
 		{
-			name: "per-minute as an HTTP-date a century out", provider: capacity.OpenAI, status: 429,
+			name: "per-minute as an HTTP-date a century out: a day", provider: capacity.OpenAI, status: 429,
 			header: map[string]string{"date": date, "retry-after": t0.AddDate(100, 0, 0).Format(http.TimeFormat)},
 			body:   openAIBody("requests", "rate_limit_exceeded", "Rate limit reached on requests per min (RPM)."),
-			want:   want{class: RateLimited, dim: "requests", retryAfter: MaxPerMinuteWait},
+			want:   want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: "requests", retryAfter: MaxDailyReset, resetAt: t0.Add(MaxDailyReset)},
 		},
 		{
-			name: "anthropic input tokens per minute", provider: capacity.Anthropic, status: 429,
+			name: "anthropic input tokens per minute: a day", provider: capacity.Anthropic, status: 429,
 			header: map[string]string{"date": date, "retry-after": hundredYears},
 			body:   `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 400,000 input tokens per minute."}}`,
-			want:   want{class: RateLimited, dim: "input_tokens", retryAfter: MaxPerMinuteWait},
+			want:   want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: "input_tokens", retryAfter: MaxDailyReset, resetAt: t0.Add(MaxDailyReset)},
 		},
 		{
-			name: "gemini per-minute quota", provider: capacity.Gemini, status: 429,
+			name: "gemini per-minute quota: a day", provider: capacity.Gemini, status: 429,
 			header: map[string]string{"date": date},
 			body:   geminiQuotaBody("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", hundredYears+"s"),
-			want: want{class: RateLimited, dim: "requests", quota: "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
-				retryAfter: MaxPerMinuteWait},
+			want: want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: "requests",
+				quota: "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", retryAfter: MaxDailyReset, resetAt: t0.Add(MaxDailyReset)},
 		},
 		{
 			name: "openai daily limit: a day", provider: capacity.OpenAI, status: 429,
@@ -95,7 +95,8 @@ func TestHugeRetryAfterIsBoundedWhateverMaxRateLimitWait(t *testing.T) {
 	c := Classifier{MaxRateLimitWait: 200 * 365 * 24 * time.Hour}
 	h := fixtureHeader(map[string]string{"retry-after": hundredYears})
 	v := c.ClassifyHTTP(capacity.OpenAI, 429, h, []byte(openAIBody("", "rate_limit_exceeded", "Rate limit reached.")), fixtureTime)
-	want{class: RateLimited, retryAfter: MaxUnknownWait}.check(t, v)
+	want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, retryAfter: MaxUnknownWait,
+		resetAt: fixtureTime.Add(MaxUnknownWait)}.check(t, v)
 }
 
 func TestImplausibleDateHeaderUsesLocalClock(t *testing.T) {

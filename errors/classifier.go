@@ -17,12 +17,11 @@ const DefaultMaxRateLimitWait = 120 * time.Second
 // use.
 type Classifier struct {
 	// MaxRateLimitWait is the longest wait a rate limit may ask for and still
-	// be a RateLimited wait; a longer one is QuotaExhausted
-	// (ReasonWaitExceedsBound) with ResetAt at the end of the wait. The wait
-	// is first cut to the bound of its kind (MaxPerMinuteWait for a
-	// per-minute budget, so with the default such a wait stays RateLimited;
-	// MaxDailyReset; MaxUnknownWait). If zero or negative,
-	// DefaultMaxRateLimitWait.
+	// be a RateLimited wait; a longer one, or one longer than its kind of
+	// budget can mean (MaxPerMinuteWait for a per-minute budget), is
+	// QuotaExhausted (ReasonWaitExceedsBound) with ResetAt at the end of the
+	// wait, cut to the longest reset of its kind (MaxDailyReset,
+	// MaxUnknownWait). If zero or negative, DefaultMaxRateLimitWait.
 	MaxRateLimitWait time.Duration
 	// GeminiDayReset is when Gemini's daily quotas reset, used for ResetAt
 	// when a daily quota error carries no retry delay. If its Location is

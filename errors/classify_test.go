@@ -67,11 +67,12 @@ func TestClassifyHTTP(t *testing.T) {
 		want     want
 	}{
 		{
-			name: "per-minute wait past a minute is a minute's wait", provider: capacity.OpenAI, status: 429,
+			name: "per-minute wait past a minute is exhaustion", provider: capacity.OpenAI, status: 429,
 			header: with("retry-after", "300"),
 			body:   openAIBody("requests", "rate_limit_exceeded", "Rate limit reached on requests per min (RPM)."),
 			now:    t0,
-			want:   want{class: RateLimited, dim: "requests", retryAfter: MaxPerMinuteWait},
+			want: want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: "requests",
+				retryAfter: 5 * time.Minute, resetAt: t0.Add(5 * time.Minute)},
 		},
 		{
 			name: "wait of no known budget past the bound is exhaustion", provider: capacity.OpenAI, status: 429,

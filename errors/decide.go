@@ -13,7 +13,8 @@ import (
 // message. now is the caller's clock; waits stated as times are read
 // relative to the response's date header, unless it is more than
 // MaxDateSkew off. Every wait and reset is cut to the bound of its kind
-// (MaxPerMinuteWait, MaxDailyReset, MaxStatedReset, MaxUnknownWait).
+// (MaxPerMinuteWait, MaxDailyReset, MaxStatedReset, MaxUnknownWait); a rate
+// limit's wait longer than its kind can mean is exhaustion.
 func (c Classifier) decide(p capacity.Provider, ev *evidence, now time.Time) Verdict {
 	if p == "" {
 		p = ev.sdk
@@ -30,11 +31,11 @@ func (c Classifier) decide(p capacity.Provider, ev *evidence, now time.Time) Ver
 
 	v.Class, v.Reason = structuredClass(ev, msg)
 	if v.Class == RateLimited {
-		c.rateLimit(&v, ev, msg)
+		c.rateLimit(&v, ev, msg, ref)
 	} else {
 		// Nothing says which budget an overload's or a server error's wait
 		// is for.
-		v.RetryAfter = min(providerWait(&v, ev, msg), MaxUnknownWait)
+		v.RetryAfter = min(providerWait(&v, ev, msg, ref), MaxUnknownWait)
 	}
 	if v.Class == QuotaExhausted && v.Reason == ReasonUsageLimit {
 		if at, ok := regainAccessAt(msg); ok && at.After(ref) {
@@ -102,9 +103,10 @@ func structuredClass(ev *evidence, msg string) (Class, Reason) {
 }
 
 // rateLimit refines a rate-limit verdict: the binding dimension and quota,
-// the wait (cut to rateLimitBound), and whether it is really exhaustion (a
-// daily quota, a wait past MaxRateLimitWait) or a request no wait can admit.
-func (c Classifier) rateLimit(v *Verdict, ev *evidence, msg string) {
+// the wait, and whether it is really exhaustion (a daily quota, or a wait
+// longer than a rate limit of its kind can mean) or a request no wait can
+// admit. Waits are read against ref.
+func (c Classifier) rateLimit(v *Verdict, ev *evidence, msg string, ref time.Time) {
 	if saysRequestTooLarge(msg) {
 		// The one documented case where the message overrides the
 		// structured fields: the request exceeds the whole bucket.
@@ -126,17 +128,25 @@ func (c Classifier) rateLimit(v *Verdict, ev *evidence, msg string) {
 	}
 	v.Limit, _ = messageNumber(msg, "limit ")
 	v.Requested, _ = messageNumber(msg, "requested ")
-	v.RetryAfter = min(providerWait(v, ev, msg), rateLimitBound(v, window))
+	stated := providerWait(v, ev, msg, ref)
+	bounds := rateLimitBounds(v, window)
 	// A per-day limit that refills continuously (OpenAI's: 10,000 RPD frees
 	// a request every 8.64 s) states a short wait: that is a rate limit on
 	// the daily dimension, not a spent quota. A daily quota that resets at a
 	// boundary (Gemini's quota id says so) is exhausted until then.
-	rolling := v.RetryAfter > 0 && v.RetryAfter <= c.maxRateLimitWait()
+	rolling := stated > 0 && stated <= c.maxRateLimitWait()
 	switch {
 	case daily || v.HasDimension && v.Dimension.PerDay() && !rolling:
 		v.Class, v.Reason = QuotaExhausted, ReasonDailyQuota
-	case v.RetryAfter > c.maxRateLimitWait():
+		v.RetryAfter = min(stated, bounds.reset)
+	case stated > min(bounds.wait+waitRounding, c.maxRateLimitWait()):
+		// Longer than a rate limit of its kind can mean: the budget is
+		// spent (an Azure OpenAI deployment out of quota for the day
+		// answers a per-minute limit with "retry after 86400 seconds").
 		v.Class, v.Reason = QuotaExhausted, ReasonWaitExceedsBound
+		v.RetryAfter = min(stated, bounds.reset)
+	default:
+		v.RetryAfter = min(stated, bounds.wait)
 	}
 }
 
@@ -191,7 +201,7 @@ func spentDimension(obs *capacity.Observation) (capacity.Dimension, bool) {
 // providerWait is the wait the provider asked for, strongest evidence first:
 // retry-after-ms, retry-after, the binding dimension's reset header, Gemini's
 // RetryInfo.retryDelay, the message's "try again in". Zero if none.
-func providerWait(v *Verdict, ev *evidence, msg string) time.Duration {
+func providerWait(v *Verdict, ev *evidence, msg string, ref time.Time) time.Duration {
 	if w := v.Observation.RetryAfter; w > 0 {
 		return w
 	}
@@ -200,10 +210,10 @@ func providerWait(v *Verdict, ev *evidence, msg string) time.Duration {
 			return d.ResetIn
 		}
 	}
-	if w := ev.google.retryDelay; w > 0 {
+	if w, ok := capacity.ParseReset(ev.google.retryDelay, time.Second, ref); ok {
 		return w
 	}
-	if w, ok := messageWait(msg); ok {
+	if w, ok := messageWait(msg, ref); ok {
 		return w
 	}
 	return 0

@@ -14,8 +14,9 @@ type googleDetails struct {
 	reason string
 	// quota is the binding QuotaFailure violation.
 	quota quotaViolation
-	// retryDelay is RetryInfo.retryDelay, when positive.
-	retryDelay time.Duration
+	// retryDelay is RetryInfo.retryDelay as sent ("37s"), read by
+	// capacity.ParseReset like every other stated wait.
+	retryDelay string
 }
 
 // quotaViolation is one QuotaFailure violation, interpreted.
@@ -59,9 +60,7 @@ func parseGoogleDetails(g *googleDetails, details []json.RawMessage) {
 				g.reason = d.Reason
 			}
 		case strings.HasSuffix(d.Type, "google.rpc.RetryInfo"):
-			if w, ok := capacity.ParseDuration(strings.TrimSpace(d.RetryDelay)); ok && w > 0 {
-				g.retryDelay = w
-			}
+			g.retryDelay = d.RetryDelay
 		case strings.HasSuffix(d.Type, "google.rpc.QuotaFailure"):
 			for _, v := range d.Violations {
 				q := interpretQuota(v.QuotaID, v.QuotaMetric)

@@ -2,7 +2,6 @@ package errors
 
 import (
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -63,7 +62,8 @@ func saysOverloaded(msg string) bool {
 
 // messageDimension reads the binding budget from a rate-limit message:
 // OpenAI "on tokens per min (TPM)", "(RPD)"; Anthropic "of 400,000 input
-// tokens per minute".
+// tokens per minute"; Azure OpenAI "exceeded token rate limit", "exceeded
+// call rate limit" (its deployments' per-minute TPM and RPM).
 func messageDimension(msg string) (capacity.Dimension, bool) {
 	switch {
 	case containsAny(msg, "input tokens per minute", "input tokens per min"):
@@ -74,9 +74,9 @@ func messageDimension(msg string) (capacity.Dimension, bool) {
 		return capacity.TokensPerDay, true
 	case containsAny(msg, "(rpd)", "requests per day"):
 		return capacity.RequestsPerDay, true
-	case containsAny(msg, "(tpm)", "tokens per min"):
+	case containsAny(msg, "(tpm)", "tokens per min", "token rate limit"):
 		return capacity.Tokens, true
-	case containsAny(msg, "(rpm)", "requests per min"):
+	case containsAny(msg, "(rpm)", "requests per min", "call rate limit"):
 		return capacity.Requests, true
 	}
 	return 0, false
@@ -88,38 +88,42 @@ func saysPerDay(msg string) bool {
 }
 
 // messageWait reads "try again in 1.209s" (OpenAI), "retry in 37.5s"
-// (Gemini) or "try again in 20 seconds" from a message. Zero or negative
-// counts as absent.
-func messageWait(msg string) (time.Duration, bool) {
+// (Gemini), "try again in 20 seconds" or "retry after 86400 seconds" (Azure
+// OpenAI) from a message, in any form capacity.ParseReset reads; a number
+// without a unit counts only with a unit word after it. Times are read
+// against ref. Zero or negative counts as absent.
+func messageWait(msg string, ref time.Time) (time.Duration, bool) {
 	for _, marker := range []string{"try again in ", "retry in ", "retry after "} {
 		i := strings.Index(msg, marker)
 		if i < 0 {
 			continue
 		}
-		rest := msg[i+len(marker):]
-		word, after, _ := strings.Cut(rest, " ")
+		word, after, _ := strings.Cut(msg[i+len(marker):], " ")
 		word = strings.TrimRight(word, ".,;:)")
+		if unit, ok := unitWord(strings.TrimLeft(after, " ")); ok {
+			if d, ok := capacity.ParseReset(word, unit, ref); ok {
+				return d, true
+			}
+		}
 		if d, ok := capacity.ParseDuration(word); ok && d > 0 {
 			return d, true
 		}
-		f, err := strconv.ParseFloat(word, 64)
-		if err != nil || !(f > 0) {
-			continue
-		}
-		var unit time.Duration
-		switch after = strings.TrimLeft(after, " "); {
-		case strings.HasPrefix(after, "ms"), strings.HasPrefix(after, "millisecond"):
-			unit = time.Millisecond
-		case strings.HasPrefix(after, "s"):
-			unit = time.Second
-		case strings.HasPrefix(after, "min"):
-			unit = time.Minute
-		default:
-			continue
-		}
-		if ns := f * float64(unit); ns < maxWaitNanos {
-			return time.Duration(ns), true
-		}
+	}
+	return 0, false
+}
+
+// unitWord is the unit a message's word names: "ms", "milliseconds",
+// "s", "sec", "seconds", "min", "minutes", "h", "hours".
+func unitWord(w string) (time.Duration, bool) {
+	switch {
+	case strings.HasPrefix(w, "ms"), strings.HasPrefix(w, "millisecond"):
+		return time.Millisecond, true
+	case strings.HasPrefix(w, "s"):
+		return time.Second, true
+	case strings.HasPrefix(w, "min"):
+		return time.Minute, true
+	case strings.HasPrefix(w, "h"):
+		return time.Hour, true
 	}
 	return 0, false
 }
@@ -150,9 +154,6 @@ func messageNumber(msg, label string) (int64, bool) {
 	}
 	return n, digits > 0
 }
-
-// maxWaitNanos bounds a wait read from text: about 292 years.
-const maxWaitNanos = float64(1 << 62)
 
 func isDigitByte(c byte) bool { return c >= '0' && c <= '9' }
 

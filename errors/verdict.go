@@ -33,9 +33,12 @@ const (
 	// SpendCapConnection. Nothing reached the provider and the scope is
 	// not blocked.
 	ReasonSpendCap Reason = "spend_cap"
-	// ReasonWaitExceedsBound: a rate limit asked for a wait longer than
-	// Classifier.MaxRateLimitWait, so it is treated as exhaustion (for at
-	// most MaxUnknownWait: a per-minute budget's wait is cut to a minute).
+	// ReasonWaitExceedsBound: a rate limit stated a wait longer than a rate
+	// limit of its kind can mean (a per-minute budget's minute, beyond a
+	// second of rounding) or than Classifier.MaxRateLimitWait: the budget is
+	// spent until Verdict.ResetAt, the stated time cut to the longest reset
+	// of its kind (MaxDailyReset for a per-minute or per-day budget,
+	// MaxUnknownWait for one nothing identifies).
 	ReasonWaitExceedsBound Reason = "wait_exceeds_bound"
 	// ReasonExceedsRateLimitBucket: one request is larger than a whole
 	// per-minute budget (OpenAI "Request too large"); waiting never helps.
@@ -83,9 +86,10 @@ type Verdict struct {
 	// RetryAfter is the wait the provider asked for, from the strongest
 	// evidence: retry-after-ms, retry-after, the binding dimension's reset
 	// header, Gemini's RetryInfo.retryDelay, the message's "try again in".
-	// Zero if none (zero and negative values count as absent). It is at
-	// most the bound of its kind: MaxPerMinuteWait, MaxDailyReset or
-	// MaxUnknownWait.
+	// Zero if none (zero and negative values count as absent). Every form
+	// capacity.ParseReset reads is read. A RateLimited verdict's is at most
+	// the bound of its kind (MaxPerMinuteWait, MaxDailyReset or
+	// MaxUnknownWait); a QuotaExhausted one's is the wait until ResetAt.
 	RetryAfter time.Duration
 	// ResetAt is when an exhausted quota comes back, on the caller's clock
 	// (now plus the provider's wait, which is read relative to the

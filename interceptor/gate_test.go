@@ -142,6 +142,27 @@ func TestQuotaExhaustedIsTerminalAndBlocksTheScope(t *testing.T) {
 	assert.Equal(t, int64(1), e.provider.calls.Load(), "the second call never reached the provider")
 }
 
+// TestRateLimitStatingADayIsExhaustion is Azure OpenAI's answer when a
+// deployment's quota is gone for the day: a per-minute limit asking for
+// 86400 s. The workflow learns the quota is spent (terminal, reset in a
+// day) instead of retrying once a minute, and the scope is blocked until then.
+func TestRateLimitStatingADayIsExhaustion(t *testing.T) {
+	e := newEnv(t, rpmLimits(6000), nil, rateLimited("86400"))
+	out := e.run(t, Step{In: call("gpt-4o", "team-a")}, Step{After: time.Hour, In: call("gpt-4o", "team-a")})
+	for _, o := range out {
+		require.False(t, o.OK)
+		assert.Equal(t, tgerrors.TypeQuotaExhausted, o.Type)
+		assert.True(t, o.NonRetryable)
+		require.True(t, o.HasDetails)
+	}
+	assert.Equal(t, tgerrors.ReasonWaitExceedsBound, out[0].Details.Reason)
+	assert.Equal(t, "requests", out[0].Details.Dimension)
+	reset := out[0].Done.Add(24 * time.Hour)
+	assert.True(t, out[0].Details.ResetAt.Equal(reset), "reset at the stated time, got %v", out[0].Details.ResetAt)
+	assert.True(t, out[1].Details.ResetAt.Equal(reset), "an hour later the scope is still blocked until then, got %v", out[1].Details.ResetAt)
+	assert.Equal(t, int64(1), e.provider.calls.Load(), "the second call never reached the provider")
+}
+
 func TestDailyBudgetSpentIsQuotaWithResetTime(t *testing.T) {
 	l := rpmLimits(6000)
 	l.RequestsPerDay = 1
