@@ -1,6 +1,10 @@
 package capacity
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Demand is the estimated cost of one model call, known before dispatch.
 type Demand struct {
@@ -23,6 +27,38 @@ type Demand struct {
 	// MaxTokens is the max_tokens (max_completion_tokens) the request sends,
 	// including any reasoning/thinking budget. Zero if unset.
 	MaxTokens int64
+}
+
+// MaxDemand is the largest value a Demand field may hold: a trillion
+// tokens, beyond any request a provider accepts, and small enough that a
+// profile adding every field of a Demand cannot overflow.
+const MaxDemand = 1 << 40
+
+// ErrInvalidDemand is returned (wrapped) by Demand.Validate; it wraps
+// ErrInvalidRequest.
+var ErrInvalidDemand = fmt.Errorf("%w: invalid demand", ErrInvalidRequest)
+
+// Validate reports whether d can be charged: every field from 0 to
+// MaxDemand. It refuses a negative field even where a profile's sum would
+// hide it (InputTokens -5000 with CachedInputTokens 5000 charges OpenAI
+// nothing), so it runs before any profile combines the fields.
+func (d Demand) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Requests", d.Requests},
+		{"InputTokens", d.InputTokens},
+		{"CachedInputTokens", d.CachedInputTokens},
+		{"OutputTokens", d.OutputTokens},
+		{"MaxTokens", d.MaxTokens},
+	} {
+		if f.v < 0 || f.v > MaxDemand {
+			errs = append(errs, fmt.Errorf("%w: %s is %d; want 0 to %d", ErrInvalidDemand, f.name, f.v, int64(MaxDemand)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (d Demand) requests() int64 {

@@ -262,7 +262,12 @@ func (q *quotas) corrected(le capacity.Lease, final capacity.Charges, now time.T
 	}
 }
 
-func drawDemand(t *rapid.T, l capacity.Limits) capacity.Charges {
+// drawDemand draws a call's demand within l's budgets (sometimes too large
+// for them) and returns what a profile charges for it. One draw in eight
+// puts a field out of range (negative, or past MaxDemand where sums would
+// overflow): Validate must refuse it before any profile charges it, and ok
+// is false, as the gate then reserves nothing.
+func drawDemand(t *rapid.T, l capacity.Limits) (c capacity.Charges, ok bool) {
 	b := l.Budgets()
 	draw := func(d capacity.Dimension, name string) int64 {
 		hi := int64(2000)
@@ -272,14 +277,24 @@ func drawDemand(t *rapid.T, l capacity.Limits) capacity.Charges {
 		return rapid.Int64Range(0, max(hi, 1)).Draw(t, name)
 	}
 	in, out := draw(capacity.InputTokens, "in"), draw(capacity.OutputTokens, "out")
+	var p capacity.Profile = capacity.AnthropicProfile{}
+	d := capacity.Demand{InputTokens: in, OutputTokens: out}
 	if rapid.IntRange(0, 3).Draw(t, "max-rule") == 0 {
 		// Combined tokens max(max_tokens, input), not input + output:
 		// what a key is charged is then not what a bucket is.
-		p := capacity.OpenAIProfile{TokenRule: capacity.MaxOfMaxTokensAndEstimate}
-		return p.Charges(capacity.Demand{InputTokens: in, MaxTokens: out})
+		p = capacity.OpenAIProfile{TokenRule: capacity.MaxOfMaxTokensAndEstimate}
+		d = capacity.Demand{InputTokens: in, MaxTokens: out}
 	}
-	p := capacity.AnthropicProfile{}
-	return p.Charges(capacity.Demand{InputTokens: in, OutputTokens: out})
+	if rapid.IntRange(0, 7).Draw(t, "invalid") == 0 {
+		bad := []int64{rapid.Int64Range(math.MinInt64, -1).Draw(t, "negative"),
+			rapid.Int64Range(capacity.MaxDemand+1, math.MaxInt64).Draw(t, "overflowing")}[rapid.IntRange(0, 1).Draw(t, "bad-kind")]
+		fields := []*int64{&d.Requests, &d.InputTokens, &d.CachedInputTokens, &d.OutputTokens, &d.MaxTokens}
+		*fields[rapid.IntRange(0, len(fields)-1).Draw(t, "bad-field")] = bad
+		require.ErrorIs(t, d.Validate(), capacity.ErrInvalidDemand, "%+v", d)
+		return capacity.Charges{}, false
+	}
+	require.NoError(t, d.Validate())
+	return p.Charges(d), true
 }
 
 // propModel drives a MemoryStore through random operations on one scope and
@@ -306,10 +321,14 @@ func (m *propModel) expire() {
 
 func (m *propModel) reserve(t *rapid.T, book bool) {
 	ctx := context.Background()
+	charges, ok := drawDemand(t, m.limits)
+	if !ok {
+		return
+	}
 	m.calls++
 	req := capacity.Request{
 		Scope: propScope, Limits: m.limits, Call: fmt.Sprintf("c%d", m.calls), Attempt: 1,
-		Charges: drawDemand(t, m.limits), Book: book,
+		Charges: charges, Book: book,
 		Class: capacity.Class(rapid.IntRange(0, 2).Draw(t, "class")),
 		TTL:   time.Duration(rapid.IntRange(1, 30).Draw(t, "ttl-s")) * time.Second,
 	}

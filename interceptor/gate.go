@@ -124,6 +124,11 @@ func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, 
 		}
 		g.limits = capacity.ProfileDayReset(limits, profile)
 	}
+	if err := call.Demand.Validate(); err != nil {
+		// Refused before a profile combines the fields, which could hide
+		// a negative one.
+		return nil, misconfigured(err.Error())
+	}
 	g.kind = a.root.learn.kindOf(ctx, g)
 	g.demand = a.root.learn.demand(ctx, g)
 	g.charges = profile.Charges(g.demand)

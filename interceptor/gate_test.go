@@ -240,6 +240,23 @@ func TestDeadlineUnmeetableIsRefusedBeforeItCosts(t *testing.T) {
 	assert.Equal(t, int64(1), e.provider.calls.Load())
 }
 
+// TestNegativeDemandIsRefused: a demand with a negative field is refused
+// as misconfigured before a profile combines its fields, and nothing is
+// sent or reserved.
+func TestNegativeDemandIsRefused(t *testing.T) {
+	e := newEnv(t, rpmLimits(60), nil)
+	in := call("gpt-4o", "team-a")
+	in.MaxTokens = -100
+	out := e.run(t, Step{In: in})
+	require.False(t, out[0].OK)
+	assert.Equal(t, tgerrors.TypeMisconfigured, out[0].Type)
+	assert.True(t, out[0].NonRetryable)
+	assert.Equal(t, int64(0), e.provider.calls.Load())
+	snap, err := e.store.Snapshot(context.Background(), gpt4o)
+	require.NoError(t, err)
+	assert.Empty(t, snap.Leases)
+}
+
 func TestNotSentCallIsReleased(t *testing.T) {
 	e := newEnv(t, rpmLimits(60), func(o *interceptor.Options) { o.MaxFailures = 2 })
 	in := call("gpt-4o", "team-a")

@@ -273,6 +273,9 @@ func runSimulation(c simConfig) (simReport, error) {
 			return simReport{}, fmt.Errorf("call %d: %w", i+1, err)
 		}
 		d := capacity.Demand{InputTokens: call.Input, MaxTokens: call.MaxTokens, OutputTokens: call.Output}
+		if err := d.Validate(); err != nil {
+			return simReport{}, fmt.Errorf("call %d: %w", i+1, err)
+		}
 		states[i] = simCallState{call: call, class: cl, demand: d, charges: profile.Charges(d), arrival: simStart.Add(call.At), attempt: 1}
 		push(states[i].arrival, i, evReserve)
 	}
