@@ -1,6 +1,7 @@
 package errors
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -150,6 +151,58 @@ func TestImplausibleDateHeaderUsesLocalClock(t *testing.T) {
 			} else {
 				require.Equal(t, date, v.Observation.Date)
 			}
+		})
+	}
+}
+
+// TestWaitLongerThanItsKindIsExhaustion: a rate limit stating a wait its
+// kind of budget cannot mean is a spent quota, blocked until the stated
+// time (cut to the longest reset of its kind); a wait within its kind
+// stays a rate-limit delay.
+func TestWaitLongerThanItsKindIsExhaustion(t *testing.T) {
+	t0 := fixtureTime
+	date := t0.Format(http.TimeFormat)
+	rpm := openAIBody("requests", "rate_limit_exceeded", "Rate limit reached on requests per min (RPM).")
+	azure := `{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 86400 seconds."}}`
+	exhausted := func(dim string, wait time.Duration) want {
+		return want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: dim, retryAfter: wait, resetAt: t0.Add(wait)}
+	}
+	tests := []struct {
+		name     string
+		provider capacity.Provider
+		header   map[string]string
+		body     string
+		want     want
+	}{
+		{"azure per-minute tokens, a day in retry-after", capacity.OpenAI,
+			map[string]string{"date": date, "retry-after": "86400"}, azure, exhausted("tokens", 24*time.Hour)},
+		{"azure per-minute tokens, a day in the message only", capacity.OpenAI,
+			map[string]string{"date": date}, azure, exhausted("tokens", 24*time.Hour)},
+		{"a day as an HTTP date", capacity.OpenAI,
+			map[string]string{"date": date, "retry-after": t0.Add(24 * time.Hour).Format(http.TimeFormat)}, rpm, exhausted("requests", 24*time.Hour)},
+		{"a day as a Unix time", capacity.OpenAI,
+			map[string]string{"date": date, "retry-after": fmt.Sprint(t0.Add(24 * time.Hour).Unix())}, rpm, exhausted("requests", 24*time.Hour)},
+		{"two days: cut to the longest daily reset", capacity.OpenAI,
+			map[string]string{"date": date, "retry-after": "172800"}, rpm, exhausted("requests", MaxDailyReset)},
+		{"two minutes on a per-minute budget", capacity.OpenAI,
+			map[string]string{"date": date, "retry-after": "120"}, rpm, exhausted("requests", 2*time.Minute)},
+		{"a minute and a second is rounding: a rate limit", capacity.OpenAI,
+			map[string]string{"date": date, "retry-after": "61"}, rpm, want{class: RateLimited, dim: "requests", retryAfter: MaxPerMinuteWait}},
+		{"within the minute: a rate limit", capacity.OpenAI,
+			map[string]string{"date": date, "retry-after": "45"}, rpm, want{class: RateLimited, dim: "requests", retryAfter: 45 * time.Second}},
+		{"gemini per-minute quota stating a day", capacity.Gemini, map[string]string{"date": date},
+			geminiQuotaBody("GenerateContentInputTokensPerModelPerMinute-FreeTier", "86400s"),
+			want{class: QuotaExhausted, reason: ReasonWaitExceedsBound, dim: "input_tokens",
+				quota: "GenerateContentInputTokensPerModelPerMinute-FreeTier", retryAfter: 24 * time.Hour, resetAt: t0.Add(24 * time.Hour)}},
+		{"no known budget stating a day: an hour", capacity.OpenAI,
+			map[string]string{"date": date, "retry-after": "86400"}, openAIBody("", "rate_limit_exceeded", "Rate limit reached."),
+			exhausted("", MaxUnknownWait)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := ClassifyHTTP(tt.provider, 429, fixtureHeader(tt.header), []byte(tt.body), t0)
+			tt.want.check(t, v)
+			require.False(t, v.Retryable == (tt.want.class == QuotaExhausted), "exhaustion is terminal, a rate limit is retried")
 		})
 	}
 }

@@ -29,6 +29,10 @@ func checkVerdict(t *testing.T, v Verdict, now time.Time) {
 	if v.RetryAfter < 0 || v.RetryAfter > MaxDailyReset {
 		t.Fatalf("wait %v out of bounds", v.RetryAfter)
 	}
+	if v.Class == RateLimited && (v.RetryAfter > MaxUnknownWait ||
+		v.HasDimension && v.Dimension.PerMinute() && v.RetryAfter > MaxPerMinuteWait) {
+		t.Fatalf("a rate limit waiting %v on %v hides exhaustion", v.RetryAfter, v.Dimension)
+	}
 	if !v.ResetAt.IsZero() && (v.ResetAt.Before(now) || v.ResetAt.After(now.Add(MaxStatedReset))) {
 		t.Fatalf("reset %v out of bounds as of %v", v.ResetAt, now)
 	}
