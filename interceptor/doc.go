@@ -127,8 +127,11 @@
 // (client.Options.MetricsHandler), the exporter that already carries
 // Temporal's own metrics; Options.MeterProvider overrides it. Counters
 // tollgate.admissions, tollgate.provider.errors, tollgate.tokens.reserved,
-// tollgate.tokens.settled, tollgate.lease.lost, tollgate.settle.failures
-// and tollgate.deadline.missed and the timer tollgate.admission.wait
+// tollgate.tokens.settled, tollgate.lease.lost, tollgate.settle.failures,
+// tollgate.deadline.missed and tollgate.calls.ungated (a model call that
+// ran without the gate: its input's TollgateCall has a pointer receiver, or
+// the workflow scheduled it as a model call but its input is no ModelCall;
+// also logged once per activity type) and the timer tollgate.admission.wait
 // carry the activity's tags plus
 // scope, class (its name), dimension, result, reason or attempt; never
 // prompts or API keys. The timer tollgate.queue.age (from a call's first

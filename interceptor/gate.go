@@ -46,6 +46,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		return nil, misconfigured("resolving the model call: " + err.Error())
 	}
 	if !ok {
+		if why, model := ungatedModelCall(ctx, in.Args); model {
+			a.root.ungated.report(ctx, a.logger(ctx), a.root.tel, info, why)
+		}
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	class, err := a.root.opts.resolveClass(ctx, call)
@@ -385,9 +388,16 @@ func (g *gatedCall) learnScope() capacity.Scope {
 	return g.scope
 }
 
-func (g *gatedCall) logger(ctx context.Context) log.Logger {
-	if g.opts.Logger != nil {
-		return g.opts.Logger
+func (g *gatedCall) logger(ctx context.Context) log.Logger { return optionsLogger(ctx, g.opts) }
+
+func (a *activityInbound) logger(ctx context.Context) log.Logger {
+	return optionsLogger(ctx, &a.root.opts)
+}
+
+// optionsLogger is o.Logger, else the activity's logger.
+func optionsLogger(ctx context.Context, o *Options) log.Logger {
+	if o.Logger != nil {
+		return o.Logger
 	}
 	return activity.GetLogger(ctx)
 }

@@ -68,6 +68,8 @@ type workerInterceptor struct {
 	tel    *telemetry
 	learn  *learning
 	ledger *ledgerGate
+	// ungated logs model calls that run ungated, once per activity type.
+	ungated ungatedLog
 }
 
 func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {

@@ -46,6 +46,7 @@ const (
 	metricLeaseLost      = "tollgate.lease.lost"      // counter: scope
 	metricSettleFailures = "tollgate.settle.failures" // counter: scope, reason (error, timeout)
 	metricDeadlineMissed = "tollgate.deadline.missed" // counter: scope, class
+	metricCallsUngated   = "tollgate.calls.ungated"   // counter: activity's tags
 	metricBudgetLevel    = "tollgate.budget.level"    // gauge: scope, dimension
 	metricInFlight       = "tollgate.inflight"        // gauge: scope
 	// The provider's own report (rate-limit headers, a 429's): the least
@@ -383,6 +384,12 @@ func (t *telemetry) leaseLost(ctx context.Context, g *gatedCall) {
 // it could not be sent before its schedule-to-close deadline.
 func (t *telemetry) deadlineMissed(ctx context.Context, g *gatedCall) {
 	t.metrics(ctx).WithTags(map[string]string{"scope": g.scope.Key(), "class": g.call.ClassName}).Counter(metricDeadlineMissed).Inc(1)
+}
+
+// ungated counts a model call that ran without the gate: its activity
+// (activityType) is marked as a model call, but Resolve did not gate it.
+func (t *telemetry) ungated(ctx context.Context, activityType string) {
+	t.metrics(ctx).WithTags(map[string]string{"activity_type": activityType}).Counter(metricCallsUngated).Inc(1)
 }
 
 // settleFailed counts a settlement that failed or timed out; reason is

@@ -151,6 +151,28 @@ func (o Options) ActivityOptions(class capacity.Class) workflow.ActivityOptions 
 // ErrNoCalls is returned by CallModel for an empty chain.
 var ErrNoCalls = errors.New("workflows: CallModel needs at least one call")
 
+// ErrNotModelCall is returned (wrapped) by CallModel for a call whose input
+// does not implement interceptor.ModelCall: the gate would let it through
+// ungated. The commonest cause is a TollgateCall with a pointer receiver on
+// an input passed as a value.
+var ErrNotModelCall = errors.New("workflows: the call's input does not implement interceptor.ModelCall")
+
+// checkModelCalls refuses a chain with an input the gate would not see as a
+// model call.
+func checkModelCalls(chain []Call) error {
+	for i, c := range chain {
+		if _, ok := c.Input.(interceptor.ModelCall); ok {
+			continue
+		}
+		if interceptor.PointerModelCall(c.Input) {
+			return fmt.Errorf("%w: call %d (%s): %T has TollgateCall with a pointer receiver; declare it on the value type, or pass a pointer to an activity that takes one",
+				ErrNotModelCall, i, c.Activity, c.Input)
+		}
+		return fmt.Errorf("%w: call %d (%s): %T", ErrNotModelCall, i, c.Activity, c.Input)
+	}
+	return nil
+}
+
 // CallModel runs a model call of class and owns its recovery. The class is
 // stated here once: it picks the task queue and priority, and the plugin
 // carries it to the gate in the activity's header (interceptor.WithClass, or
@@ -167,7 +189,11 @@ var ErrNoCalls = errors.New("workflows: CallModel needs at least one call")
 // Options.SleepUntilReset is waited out with a durable timer, and, with
 // Options.PauseSignal, a quota with no reset in reach pauses the workflow
 // until the signal. Errors that no connection can fix (a bad request, a
-// context too long) are returned at once: split or change the input.
+// context too long) are returned at once: split or change the input. Every
+// input must implement interceptor.ModelCall, as it is given (a
+// TollgateCall with a pointer receiver needs a pointer): CallModel refuses
+// a chain with one that does not (ErrNotModelCall) before scheduling
+// anything, since the gate would let it through ungated.
 //
 // It returns the index in chain of the call that succeeded, with its result
 // decoded into result, or the last error as the workflow saw it (use the
@@ -175,6 +201,9 @@ var ErrNoCalls = errors.New("workflows: CallModel needs at least one call")
 func CallModel(ctx workflow.Context, opts Options, class capacity.Class, chain []Call, result any) (int, error) {
 	if len(chain) == 0 {
 		return -1, ErrNoCalls
+	}
+	if err := checkModelCalls(chain); err != nil {
+		return -1, err
 	}
 	if opts.FairnessKey == "" {
 		opts.FairnessKey, _ = interceptor.FairnessKeyOf(ctx)

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -13,11 +14,81 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	"github.com/tollgate-dev/tollgate/interceptor"
 	"github.com/tollgate-dev/tollgate/workflows"
 )
 
-// Input is the test activities' input.
+// Input is the test activities' input: a model call on Provider.
 type Input struct{ Provider string }
+
+func (in Input) TollgateCall() interceptor.Call {
+	return interceptor.Call{Provider: capacity.Provider(in.Provider), Model: "m", Credential: "default"}
+}
+
+// PointerInput has TollgateCall on its pointer only: passed as a value,
+// the gate would not see it.
+type PointerInput struct{}
+
+func (*PointerInput) TollgateCall() interceptor.Call {
+	return interceptor.Call{Provider: capacity.OpenAI, Model: "m", Credential: "default"}
+}
+
+// TestCallModelRefusesInputsTheGateCannotSee: an input that is no
+// ModelCall as given, a value whose TollgateCall has a pointer receiver
+// above all, is refused before anything is scheduled, since the gate would
+// run it ungated.
+func TestCallModelRefusesInputsTheGateCannotSee(t *testing.T) {
+	tests := []struct {
+		name  string
+		input any
+		ok    bool
+		hint  string
+	}{
+		{"value receiver", Input{Provider: "openai"}, true, ""},
+		{"pointer receiver, pointer input", &PointerInput{}, true, ""},
+		{"pointer receiver, value input", PointerInput{}, false, "pointer receiver"},
+		{"not a model call", struct{ Prompt string }{"hi"}, false, ""},
+		{"nil", nil, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			scheduled := 0
+			env.RegisterActivityWithOptions(func(ctx context.Context, _ any) (string, error) {
+				scheduled++
+				return "ok", nil
+			}, activity.RegisterOptions{Name: "Primary"})
+			// The workflow reports what CallModel returned: a workflow's
+			// error reaches the test converted, without its chain.
+			type refusal struct {
+				NotModelCall bool
+				Message      string
+			}
+			env.ExecuteWorkflow(func(ctx workflow.Context) (refusal, error) {
+				var out string
+				_, err := workflows.CallModel(ctx, workflows.Options{}, capacity.Standard,
+					[]workflows.Call{{Activity: "Primary", Input: tt.input}}, &out)
+				if err == nil {
+					return refusal{}, nil
+				}
+				return refusal{NotModelCall: errors.Is(err, workflows.ErrNotModelCall), Message: err.Error()}, nil
+			})
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError())
+			var got refusal
+			require.NoError(t, env.GetWorkflowResult(&got))
+			if tt.ok {
+				assert.Equal(t, refusal{}, got)
+				assert.Equal(t, 1, scheduled)
+				return
+			}
+			assert.True(t, got.NotModelCall, got.Message)
+			assert.Contains(t, got.Message, tt.hint)
+			assert.Zero(t, scheduled, "nothing scheduled")
+		})
+	}
+}
 
 // Outcome is what the test workflow returns.
 type Outcome struct {
