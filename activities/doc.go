@@ -1,7 +1,8 @@
 // Package activities holds ready model-call activities on the official
-// provider SDKs — OpenAI chat completions (github.com/openai/openai-go/v3),
-// Anthropic messages (github.com/anthropics/anthropic-sdk-go) and Gemini
-// generateContent (google.golang.org/genai) — built on
+// provider SDKs — OpenAI chat completions and embeddings
+// (github.com/openai/openai-go/v3), Anthropic messages
+// (github.com/anthropics/anthropic-sdk-go) and Gemini generateContent and
+// embeddings (google.golang.org/genai) — built on
 // the interceptor's contract: their inputs implement interceptor.ModelCall,
 // their Result implements interceptor.ModelResult.
 //
@@ -16,13 +17,17 @@
 // usage after the call). Results carry the text, the usage and only the rate-limit
 // headers.
 //
-// Importing this package registers the readers of both SDKs' errors
-// (errors/openaierr, errors/anthropicerr), so the gate classifies them.
+// Embeddings are charged as the providers charge them: one request and the
+// input's tokens, no output (EmbedRequest).
+//
+// Importing this package registers the readers of the three SDKs' errors
+// (errors/openaierr, errors/anthropicerr, errors/geminierr), so the gate
+// classifies them.
 //
 //	oa, _ := activities.NewOpenAI(activities.OpenAIOptions{Credentials: activities.EnvCredentials{Prefix: "OPENAI_API_KEY_"}})
 //	an, _ := activities.NewAnthropic(activities.AnthropicOptions{Credentials: activities.EnvCredentials{Prefix: "ANTHROPIC_API_KEY_"}})
 //	gm, _ := activities.NewGemini(activities.GeminiOptions{Credentials: activities.EnvCredentials{Prefix: "GEMINI_API_KEY_"}})
-//	w.RegisterActivity(oa) // activity "Chat"
+//	w.RegisterActivity(oa) // activities "Chat" and "Embeddings"
 //	w.RegisterActivity(an) // activity "Messages"
-//	w.RegisterActivity(gm) // activity "GenerateContent"
+//	w.RegisterActivity(gm) // activities "GenerateContent" and "EmbedContent"
 package activities

@@ -21,11 +21,12 @@ var (
 )
 
 // openAIEncoding is the tokenizer encoding of an OpenAI model: o200k_base for
-// the gpt-4o, gpt-4.1, gpt-5 and o-series families, cl100k_base for gpt-4
-// and gpt-3.5.
+// the gpt-4o, gpt-4.1, gpt-5 and o-series families, cl100k_base for gpt-4,
+// gpt-3.5 and the text-embedding models.
 func openAIEncoding(model string) tokenizer.Encoding {
 	switch {
-	case strings.HasPrefix(model, "gpt-4-"), model == "gpt-4", strings.HasPrefix(model, "gpt-3.5"), strings.HasPrefix(model, "gpt-35"):
+	case strings.HasPrefix(model, "gpt-4-"), model == "gpt-4", strings.HasPrefix(model, "gpt-3.5"), strings.HasPrefix(model, "gpt-35"),
+		strings.HasPrefix(model, "text-embedding-"):
 		return tokenizer.Cl100kBase
 	}
 	return tokenizer.O200kBase
@@ -63,6 +64,36 @@ func EstimateOpenAITokens(model string, messages []Message) int64 {
 			continue
 		}
 		n += int64(k)
+	}
+	return n
+}
+
+// EstimateOpenAIEmbeddingTokens counts the input tokens of an embeddings
+// request with OpenAI's own tokenizer: each input's tokens, with no
+// per-message overhead (embeddings have none).
+func EstimateOpenAIEmbeddingTokens(model string, inputs []string) int64 {
+	c, ok := codecFor(openAIEncoding(model))
+	var n int64
+	for _, s := range inputs {
+		k, err := 0, error(nil)
+		if ok {
+			k, err = c.Count(s)
+		}
+		if !ok || err != nil {
+			n += estimateBytes(s)
+			continue
+		}
+		n += int64(k)
+	}
+	return n
+}
+
+// EstimateGeminiEmbeddingTokens estimates the input tokens of an embeddings
+// request as EstimateGeminiTokens does: ceil(bytes / 3) per input.
+func EstimateGeminiEmbeddingTokens(inputs []string) int64 {
+	var n int64
+	for _, s := range inputs {
+		n += estimateBytes(s)
 	}
 	return n
 }

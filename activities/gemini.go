@@ -96,21 +96,7 @@ func (a *Gemini) GenerateContent(ctx context.Context, req GeminiGenerateRequest)
 	if err != nil {
 		return Result{}, err
 	}
-	one := int32(1)
-	cc := &genai.ClientConfig{
-		APIKey:     key,
-		Backend:    genai.BackendGeminiAPI,
-		HTTPClient: a.opts.HTTPClient,
-		HTTPOptions: genai.HTTPOptions{
-			BaseURL:      a.opts.BaseURL,
-			RetryOptions: &genai.HTTPRetryOptions{Attempts: &one}, // one attempt: no SDK retries
-		},
-	}
-	if a.opts.RequestTimeout > 0 {
-		t := a.opts.RequestTimeout
-		cc.HTTPOptions.Timeout = &t
-	}
-	client, err := genai.NewClient(ctx, cc)
+	client, err := a.client(ctx, key)
 	if err != nil {
 		return Result{}, notSent(ctx, misconfigured("gemini generate content: "+err.Error()))
 	}
@@ -159,6 +145,26 @@ func (a *Gemini) GenerateContent(ctx context.Context, req GeminiGenerateRequest)
 		}
 	}
 	return res, nil
+}
+
+// client is a Gemini API client for key: one attempt (no SDK retries),
+// base URL, HTTP client and request timeout.
+func (a *Gemini) client(ctx context.Context, key string) (*genai.Client, error) {
+	one := int32(1)
+	cc := &genai.ClientConfig{
+		APIKey:     key,
+		Backend:    genai.BackendGeminiAPI,
+		HTTPClient: a.opts.HTTPClient,
+		HTTPOptions: genai.HTTPOptions{
+			BaseURL:      a.opts.BaseURL,
+			RetryOptions: &genai.HTTPRetryOptions{Attempts: &one}, // one attempt: no SDK retries
+		},
+	}
+	if a.opts.RequestTimeout > 0 {
+		t := a.opts.RequestTimeout
+		cc.HTTPOptions.Timeout = &t
+	}
+	return genai.NewClient(ctx, cc)
 }
 
 func geminiContents(ms []Message) []*genai.Content {

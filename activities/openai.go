@@ -77,17 +77,7 @@ func (a *OpenAI) Chat(ctx context.Context, req OpenAIChatRequest) (Result, error
 	if err != nil {
 		return Result{}, err
 	}
-	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
-	if a.opts.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
-	}
-	if a.opts.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
-	}
-	if a.opts.RequestTimeout > 0 {
-		opts = append(opts, option.WithRequestTimeout(a.opts.RequestTimeout))
-	}
-	client := openai.NewClient(opts...)
+	client := openai.NewClient(a.opts.openAIOptions(key)...)
 	params := openai.ChatCompletionNewParams{
 		Model:               req.Model,
 		Messages:            openAIMessages(req.Messages),
@@ -120,6 +110,23 @@ func (a *OpenAI) Chat(ctx context.Context, req OpenAIChatRequest) (Result, error
 	res.Text = out.Choices[0].Message.Content
 	res.FinishReason = out.Choices[0].FinishReason
 	return res, nil
+}
+
+// openAIOptions are the OpenAI client's options: key, SDK retries off
+// (Temporal's retry policy, shaped by the gate, is the only retry loop),
+// base URL, HTTP client and request timeout.
+func (o ClientOptions) openAIOptions(key string) []option.RequestOption {
+	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
+	if o.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(o.BaseURL))
+	}
+	if o.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(o.HTTPClient))
+	}
+	if o.RequestTimeout > 0 {
+		opts = append(opts, option.WithRequestTimeout(o.RequestTimeout))
+	}
+	return opts
 }
 
 func openAIMessages(ms []Message) []openai.ChatCompletionMessageParamUnion {

@@ -2,9 +2,12 @@
 // that calls LLM providers under rate limits.
 //
 // Its centrepiece is FakeProvider: an HTTP server on 127.0.0.1 speaking the
-// OpenAI chat completions (POST /v1/chat/completions) and Anthropic messages
-// (POST /v1/messages) wire formats, so the official Go SDKs talk to it
-// unchanged through their base-URL option. It meters every dimension the way
+// OpenAI chat completions (POST /v1/chat/completions) and embeddings (POST
+// /v1/embeddings), Anthropic messages (POST /v1/messages) and Gemini
+// generateContent, embedContent and batchEmbedContents wire formats, so the
+// official Go SDKs talk to it unchanged through their base-URL option. An
+// embedding model (Model.Embeddings) is served at the embeddings endpoints
+// only and charged its input only. It meters every dimension the way
 // the real services do — continuously refilling request and token buckets
 // per scope (model + API key), OpenAI's and Anthropic's token accounting,
 // daily quotas, a concurrency cap, per-minute or per-second enforcement — and

@@ -70,6 +70,15 @@ type Model struct {
 	// max_tokens when a request omits it (capped by the context left). If
 	// zero, 16384 for OpenAI, 64000 for Anthropic and 65536 for Gemini.
 	MaxOutputTokens int64
+	// Embeddings makes it an embedding model, served at the embeddings
+	// endpoints only (OpenAI /v1/embeddings, Gemini :embedContent and
+	// :batchEmbedContents) and charged its input only. Its ContextWindow is
+	// the most tokens of one input: if zero, 8192 for OpenAI, 2048 for
+	// Gemini.
+	Embeddings bool
+	// Dimensions is an embedding model's vector length, the most a request
+	// may ask for: if zero, 1536 for OpenAI, 3072 for Gemini.
+	Dimensions int
 }
 
 // Options configure a FakeProvider. The zero Options serves DefaultOpenAIModel
@@ -218,9 +227,38 @@ func newProvider(opts Options) (*FakeProvider, error) {
 }
 
 // fill validates m and fills its defaults.
+// fillEmbeddings fills an embedding model's defaults.
+func (m *Model) fillEmbeddings() error {
+	window, dims := int64(0), 0
+	switch m.Provider {
+	case OpenAI:
+		window, dims = 8192, 1536
+	case Gemini:
+		window, dims = 2048, 3072
+	default:
+		return fmt.Errorf("testsuite: embedding model %q: Provider %q serves no embeddings (want %q or %q)", m.Name, m.Provider, OpenAI, Gemini)
+	}
+	if m.ContextWindow == 0 {
+		m.ContextWindow = window
+	}
+	if m.Dimensions == 0 {
+		m.Dimensions = dims
+	}
+	if m.ContextWindow < 0 || m.Dimensions < 0 || m.MaxOutputTokens != 0 {
+		return fmt.Errorf("testsuite: embedding model %q: negative ContextWindow or Dimensions, or a MaxOutputTokens (embeddings have no output)", m.Name)
+	}
+	if err := m.Limits.validate(m.Provider); err != nil {
+		return fmt.Errorf("testsuite: model %q: %w", m.Name, err)
+	}
+	return nil
+}
+
 func (m *Model) fill() error {
 	if m.Name == "" {
 		return errors.New("testsuite: model with an empty Name")
+	}
+	if m.Embeddings {
+		return m.fillEmbeddings()
 	}
 	switch m.Provider {
 	case OpenAI:

@@ -19,6 +19,8 @@ type parsed struct {
 	hasMax      bool
 	breakpoints []breakpoint
 	thinking    int64 // Gemini thinkingBudget; 0 if absent
+	// embedding is set for an embeddings request.
+	embedding *embeddingRequest
 }
 
 // failure is an error answer, rendered by a dialect in its provider's shape.
@@ -43,6 +45,8 @@ type answerInfo struct {
 	// thinking is Gemini's thinkingBudget: part of the output is reported
 	// as thoughtsTokenCount.
 	thinking int64
+	// embedding is the embeddings request answered, if it is one.
+	embedding *embeddingRequest
 }
 
 // dialect is one provider's wire format.
@@ -63,18 +67,26 @@ type dialect interface {
 }
 
 // ServeHTTP routes POST /v1/chat/completions (and /chat/completions) to the
-// OpenAI dialect, POST /v1/messages to the Anthropic one and POST
-// /v1beta/models/{model}:generateContent to the Gemini one. Anything else
-// gets an OpenAI-shaped 404 or 405.
+// OpenAI dialect, POST /v1/embeddings (and /embeddings) to OpenAI's
+// embeddings, POST /v1/messages to the Anthropic dialect, and POST
+// /v1beta/models/{model}:generateContent, :embedContent and
+// :batchEmbedContents to Gemini's. Anything else gets an OpenAI-shaped 404
+// or 405.
 func (p *FakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var dl dialect
-	switch path := r.URL.Path; {
+	path := r.URL.Path
+	embedModel, batch, embed := geminiEmbedPath(path)
+	switch {
 	case path == "/v1/chat/completions", path == "/chat/completions":
 		dl = openaiDialect{org: p.opts.Organization}
+	case path == "/v1/embeddings", path == "/embeddings":
+		dl = openaiEmbeddingsDialect{openaiDialect{org: p.opts.Organization}}
 	case path == "/v1/messages":
 		dl = anthropicDialect{}
 	case geminiPath(path):
 		dl = geminiDialect{model: geminiModel(path)}
+	case embed:
+		dl = geminiEmbedDialect{geminiDialect: geminiDialect{model: embedModel}, batch: batch}
 	default:
 		f := failure{status: http.StatusNotFound, cause: CauseBadRequest, errType: "invalid_request_error",
 			code: "unknown_url", message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}
@@ -129,6 +141,10 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect)
 		fail(dl.unknownModel(req.model), nil)
 		return
 	}
+	if m.Embeddings != (req.embedding != nil) {
+		fail(dl.badRequestStatus(http.StatusBadRequest, "The model `"+req.model+"` does not support this endpoint."), nil)
+		return
+	}
 	st := p.scope(e.Scope)
 	d, verr := dl.prepare(m, &req)
 	if verr != nil {
@@ -180,7 +196,7 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect)
 		p.record(&e, 0, CauseConnReset)
 		resetConn(w)
 	default:
-		ans := &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking}
+		ans := &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking, embedding: req.embedding}
 		if flt.garbage {
 			p.record(&e, http.StatusOK, CauseGarbage)
 			writeGarbage(w, flt.kind, e.Seq, func(h http.Header) {
