@@ -88,6 +88,9 @@ type gatedCall struct {
 	// MinCallTime, the deadline the store is given; zero if none.
 	dispatchBy time.Time
 	state      *callState
+	// followsReports says the scope runs on the limits its provider
+	// reports (reportedLimits).
+	followsReports bool
 	// pool is the key pool the call named (Options.Pools); nil if none.
 	// Until choose picks a member, scope is the pool's own and limits
 	// are zero.
@@ -118,14 +121,11 @@ func (a *activityInbound) newGatedCall(ctx context.Context, info activity.Info, 
 		}
 		g.pool = pool
 	} else {
-		limits, ok := o.Limits(scope)
-		if !ok {
-			return nil, misconfigured("no limits configured for scope " + scope.Key())
-		}
-		if err := limits.Validate(); err != nil {
+		limits, follows, err := o.scopeLimits(scope, profile, o.Clock.Now())
+		if err != nil {
 			return nil, misconfigured(err.Error())
 		}
-		g.limits = capacity.ProfileDayReset(limits, profile)
+		g.limits, g.followsReports = limits, follows
 	}
 	if err := call.Demand.Validate(); err != nil {
 		// Refused before a profile combines the fields, which could hide
@@ -363,10 +363,14 @@ func (g *gatedCall) observe(ctx context.Context, lease capacity.Lease, obs capac
 	if obs.Empty() {
 		return
 	}
-	g.a.root.tel.observed(ctx, g.scope, obs, g.opts.Clock.Now())
+	now := g.opts.Clock.Now()
+	g.a.root.tel.observed(ctx, g.scope, obs, now)
 	obs.Mark = lease.Mark
 	if err := g.opts.Store.Observe(ctx, g.scope, obs); err != nil {
 		g.logger(ctx).Warn("tollgate: observe failed", "scope", g.scope.Key(), "error", err)
+	}
+	if rep, changed, ok := g.opts.reports.observed(g.scope, obs, now); ok && changed && g.followsReports {
+		g.logger(ctx).Info("tollgate: scope runs on the limits its provider reports", "scope", g.scope.Key(), "limits", rep.String())
 	}
 }
 

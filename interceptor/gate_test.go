@@ -303,3 +303,27 @@ func TestCallLargerThanTheBucket(t *testing.T) {
 	assert.Equal(t, int64(30000), out[1].Details.Limit)
 	assert.Equal(t, "tokens", out[1].Details.Dimension)
 }
+
+// TestLimitsFollowTheProvider: with no Limits configured, a scope runs one
+// call at a time until the first answer, then on the limits the provider
+// reported in it, with no cap on calls in flight.
+func TestLimitsFollowTheProvider(t *testing.T) {
+	e := newEnv(t, capacity.Limits{}, func(o *interceptor.Options) { o.Limits = nil },
+		reply{status: 200, delay: 300 * time.Millisecond})
+	out := e.run(t, Step{In: call("gpt-4o", "team-a"), Async: true}, Step{In: call("gpt-4o", "team-a")})
+	require.True(t, out[0].OK)
+	require.True(t, out[1].OK)
+	inFlightWaits := 0
+	for _, a := range e.attemptLog() {
+		if d, ok := tgerrors.DetailsOf(a.err); ok && tgerrors.IsCapacityWait(a.err) && d.Dimension == "in_flight" {
+			inFlightWaits++
+		}
+	}
+	assert.Equal(t, 1, inFlightWaits, "the second call waited for the first's answer")
+
+	snap, err := e.store.Snapshot(context.Background(), gpt4o)
+	require.NoError(t, err)
+	assert.True(t, snap.Budget[capacity.Requests].Limited, "the reported requests per minute apply")
+	assert.InDelta(t, 600*capacity.DefaultSafetyMargin/60, snap.Budget[capacity.Requests].Rate, 1e-9)
+	assert.False(t, snap.Budget[capacity.InFlight].Limited, "after the first answer, no cap on calls in flight")
+}

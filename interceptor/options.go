@@ -34,15 +34,21 @@ const (
 	defaultFailureCountHorizon = 24 * time.Hour
 )
 
-// Options configures the gate. Store and Limits are required; every other
-// field has a documented default.
+// Options configures the gate. Store is required; every other field has a
+// documented default.
 type Options struct {
 	// Store holds the shared budgets: capacity.NewMemoryStore for one
 	// process, a redisstore.Store for many workers. Required.
 	Store capacity.Store
 	// Limits returns the limits of a quota scope; ok is false for a scope
 	// the worker has no limits for, which fails the call non-retryable
-	// (tollgate.Misconfigured). Required.
+	// (tollgate.Misconfigured). If nil, or where the limits it returns
+	// state no per-minute or per-day rate, a scope runs on the limits its
+	// provider reports in its answers (OpenAI, Anthropic, and services
+	// using their headers): one call in flight until the first answer,
+	// then the reported limits, followed when they change (logged, and
+	// shown by tollgate status). Gemini reports none: its scopes need
+	// limits here.
 	Limits func(capacity.Scope) (l capacity.Limits, ok bool)
 	// Resolve says whether an activity is a model call and describes it. If
 	// nil, an activity is a model call when its first argument implements
@@ -206,6 +212,9 @@ type Options struct {
 
 	// classes is Classes validated; nil for the built-in classes.
 	classes *capacity.ClassSet
+	// reports is what providers reported of the limits of scopes that run
+	// on them (reportedLimits); set by withDefaults.
+	reports *reportedLimits
 }
 
 // ErrInvalidOptions is returned (wrapped) for options that cannot work.
@@ -214,9 +223,6 @@ var ErrInvalidOptions = errors.New("tollgate: invalid interceptor options")
 func (o Options) withDefaults() (Options, error) {
 	if o.Store == nil {
 		return o, fmt.Errorf("%w: Store is required", ErrInvalidOptions)
-	}
-	if o.Limits == nil {
-		return o, fmt.Errorf("%w: Limits is required", ErrInvalidOptions)
 	}
 	for name, d := range map[string]time.Duration{
 		"LeaseTTL": o.LeaseTTL, "MinCallTime": o.MinCallTime, "CredentialBlock": o.CredentialBlock,
@@ -289,7 +295,29 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = capacity.SystemClock{}
 	}
+	o.reports = &reportedLimits{}
 	return o, nil
+}
+
+// scopeLimits returns the limits a call on scope runs on as of now: those
+// Limits gives, or the provider's reported ones where they state no rate
+// (reportedLimits), with p's day boundary. follows reports the latter. The
+// error says what is misconfigured.
+func (o *Options) scopeLimits(scope capacity.Scope, p capacity.Profile, now time.Time) (l capacity.Limits, follows bool, err error) {
+	if o.Limits != nil {
+		var ok bool
+		if l, ok = o.Limits(scope); !ok {
+			return l, false, errors.New("no limits configured for scope " + scope.Key())
+		}
+	}
+	if err := l.Validate(); err != nil {
+		return l, false, err
+	}
+	follows = !rateLimited(l)
+	if l, err = o.reports.limits(scope, l, now); err != nil {
+		return l, false, err
+	}
+	return capacity.ProfileDayReset(l, p), follows, nil
 }
 
 func (o Options) profile(p capacity.Provider) (capacity.Profile, bool) {

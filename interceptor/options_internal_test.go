@@ -36,7 +36,6 @@ func TestOptionsValidation(t *testing.T) {
 		opts Options
 	}{
 		{"no store", Options{Limits: limits}},
-		{"no limits", Options{Store: store}},
 		{"negative ttl", Options{Store: store, Limits: limits, LeaseTTL: -time.Second}},
 		{"short ttl", Options{Store: store, Limits: limits, LeaseTTL: time.Second}},
 		{"negative failures", Options{Store: store, Limits: limits, MaxFailures: -1}},

@@ -115,14 +115,11 @@ func newPoolCall(o *Options, call Call, name string, scope capacity.Scope, profi
 		if err := sc.Validate(); err != nil {
 			return nil, misconfigured(err.Error())
 		}
-		limits, ok := o.Limits(sc)
-		if !ok {
-			return nil, misconfigured("no limits configured for scope " + sc.Key() + " (a member of pool " + name + ")")
+		limits, _, err := o.scopeLimits(sc, profile, o.Clock.Now())
+		if err != nil {
+			return nil, misconfigured(err.Error() + " (a member of pool " + name + ")")
 		}
-		if err := limits.Validate(); err != nil {
-			return nil, misconfigured(err.Error())
-		}
-		p.members = append(p.members, &member{name: m, scope: sc, limits: capacity.ProfileDayReset(limits, profile)})
+		p.members = append(p.members, &member{name: m, scope: sc, limits: limits})
 	}
 	return p, nil
 }

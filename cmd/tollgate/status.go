@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,11 +18,14 @@ type scopeStatus struct {
 	Scope      string             `json:"scope"`
 	Levels     map[string]float64 `json:"levels"`     // level per limited dimension
 	Capacities map[string]float64 `json:"capacities"` // bucket size or daily allowance
-	InFlight   int                `json:"in_flight"`
-	MaxFlight  float64            `json:"max_in_flight,omitempty"`
-	Tickets    int                `json:"tickets"`
-	QueueAge   time.Duration      `json:"queue_ns"` // until the last booked ticket is due
-	Blocks     []string           `json:"blocks,omitempty"`
+	// Reported are the dimensions whose limit is the one the provider
+	// reported: none is configured (interceptor.Options.Limits).
+	Reported  []string      `json:"reported,omitempty"`
+	InFlight  int           `json:"in_flight"`
+	MaxFlight float64       `json:"max_in_flight,omitempty"`
+	Tickets   int           `json:"tickets"`
+	QueueAge  time.Duration `json:"queue_ns"` // until the last booked ticket is due
+	Blocks    []string      `json:"blocks,omitempty"`
 	// Flows are the scope's fair-queuing flows (class, fairness key), by
 	// class then key; Keys the fairness keys with caps, by key.
 	Flows []flowStatus `json:"flows,omitempty"`
@@ -253,6 +257,9 @@ func statusOf(snap capacity.Snapshot, classNames []string) scopeStatus {
 		}
 		st.Levels[d.String()] = snap.Level[d]
 		st.Capacities[d.String()] = b.Capacity
+		if snap.Limits.Limit(d) == 0 {
+			st.Reported = append(st.Reported, d.String())
+		}
 	}
 	for _, tk := range snap.Tickets {
 		if age := tk.At.Sub(snap.Now); age > st.QueueAge {
@@ -323,7 +330,11 @@ func printStatus(w io.Writer, lines []scopeStatus) error {
 		var budgets []string
 		for _, d := range capacity.Dimensions() {
 			if c, ok := l.Capacities[d.String()]; ok {
-				budgets = append(budgets, fmt.Sprintf("%s %.0f/%.0f", d, l.Levels[d.String()], c))
+				budget := fmt.Sprintf("%s %.0f/%.0f", d, l.Levels[d.String()], c)
+				if slices.Contains(l.Reported, d.String()) {
+					budget += " (reported)"
+				}
+				budgets = append(budgets, budget)
 			}
 		}
 		flight := fmt.Sprint(l.InFlight)

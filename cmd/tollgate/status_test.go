@@ -208,3 +208,29 @@ func TestStatusShowsFlowsAndKeys(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 }
+
+// TestStatusNamesReportedLimits: a budget with no configured limit runs on
+// the limit the provider reported, and status says so.
+func TestStatusNamesReportedLimits(t *testing.T) {
+	ctx := context.Background()
+	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}
+	var c capacity.Charges
+	c[capacity.Requests], c[capacity.Tokens], c[capacity.InFlight] = 1, 100, 1
+	res, err := store.Reserve(ctx, capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60}, Call: "a", Attempt: 1, Charges: c})
+	require.NoError(t, err)
+	var obs capacity.Observation
+	obs.Dims[capacity.Tokens] = capacity.DimensionObservation{HasLimit: true, Limit: 30000, HasRemaining: true, Remaining: 29900}
+	obs.Mark = res.Lease.Mark
+	require.NoError(t, store.Observe(ctx, sc, obs))
+	snap, err := store.Snapshot(ctx, sc)
+	require.NoError(t, err)
+
+	st := statusOf(snap, builtinClassNames())
+	assert.Equal(t, []string{"tokens"}, st.Reported, "requests are configured, tokens reported")
+	var out bytes.Buffer
+	require.NoError(t, printStatus(&out, []scopeStatus{st}))
+	assert.Contains(t, out.String(), "tokens")
+	assert.Contains(t, out.String(), "(reported)")
+	assert.Equal(t, 1, strings.Count(out.String(), "(reported)"))
+}

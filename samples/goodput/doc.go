@@ -21,6 +21,12 @@
 //   - tollgate-redis: the same in four worker processes (the program
 //     re-executed with a hidden -worker flag) sharing a Redis store.
 //
+// Three more, run only when -strategies names them, measure what
+// configuring the limits costs or saves: tollgate-reported (no limits
+// configured: one call at a time until the first answer, then the limits
+// the provider reports), tollgate-low (limits configured at half the
+// provider's) and tollgate-high (at twice the provider's).
+//
 // Every call is a real Temporal activity on a dev server the program
 // starts, through the official SDKs to the testsuite's fake provider over
 // HTTP. Each run has a fresh fake provider, task queue and Redis prefix.

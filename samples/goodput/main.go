@@ -38,7 +38,7 @@ func main() {
 	flag.DurationVar(&o.Workload.Every, "every", 500*time.Millisecond, "time between interactive calls (0: the batch alone)")
 	flag.DurationVar(&o.Target, "target", 25*time.Second, "theoretical minimum drain the limits are planned for")
 	flag.DurationVar(&o.Timeout, "timeout", 0, "longest drain of one run (default 4 × target)")
-	flag.StringVar(&strategies, "strategies", strings.Join(Strategies, ","), "strategies to run")
+	flag.StringVar(&strategies, "strategies", strings.Join(Strategies, ","), "strategies to run (also: "+strings.Join(LimitStrategies, ",")+")")
 	flag.StringVar(&providers, "providers", "openai,anthropic", "provider accountings to run")
 	flag.StringVar(&buckets, "buckets", "5s,1m", "provider buckets to run (5s, 1m)")
 	flag.StringVar(&o.Redis, "redis", defaultRedis, "Redis of tollgate-redis (default $TOLLGATE_REDIS_ADDR)")
@@ -50,7 +50,7 @@ func main() {
 		log.Fatalln(err)
 	}
 	var err error
-	if o.Strategies, err = pick(strategies, Strategies, func(s string) string { return s }); err != nil {
+	if o.Strategies, err = pick(strategies, knownStrategies, func(s string) string { return s }); err != nil {
 		log.Fatalln(err)
 	}
 	if o.Providers, err = pick(providers, Providers, func(p Provider) string { return p.Name }); err != nil {

@@ -69,7 +69,7 @@ func workerMain(specJSON string) error {
 		return err
 	}
 	defer store.Close()
-	plugin, err := tollgatePlugin(store, spec.Limits)
+	plugin, err := tollgatePlugin(store, TollgateRedis, spec.Limits)
 	if err != nil {
 		return err
 	}

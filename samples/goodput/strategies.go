@@ -29,12 +29,53 @@ const (
 	TollgateRedis = "tollgate-redis" // the plugin in redisWorkers processes on one Redis
 )
 
-// Strategies lists every strategy.
+// Strategies lists the strategies compared by default.
 var Strategies = []string{Naive, TemporalRate, RequestsOnly, Cookbook, Tollgate, TollgateRedis}
+
+// The plugin with limits other than the provider's, to measure what
+// configuring them costs or saves (run them with -strategies).
+const (
+	TollgateReported = "tollgate-reported" // no limits configured: the provider's reported ones
+	TollgateLow      = "tollgate-low"      // limits configured at half the provider's
+	TollgateHigh     = "tollgate-high"     // limits configured at twice the provider's
+)
+
+// LimitStrategies lists the strategies of configured limits.
+var LimitStrategies = []string{TollgateReported, TollgateLow, TollgateHigh}
+
+// knownStrategies is every strategy -strategies may name.
+var knownStrategies = slices.Concat(Strategies, LimitStrategies)
 
 // gated reports whether strategy s runs the tollgate plugin (its workflows
 // then schedule calls with workflows.CallModel).
-func gated(s string) bool { return s == Tollgate || s == TollgateRedis }
+func gated(s string) bool {
+	return s == Tollgate || s == TollgateRedis || slices.Contains(LimitStrategies, s)
+}
+
+// configuredLimits is what strategy s configures for a provider of limits
+// l; ok is false for none (Options.Limits unset).
+func configuredLimits(s string, l testsuite.Limits) (capacity.Limits, bool) {
+	limits := TollgateLimits(l)
+	switch s {
+	case TollgateReported:
+		return capacity.Limits{}, false
+	case TollgateLow:
+		return scaleLimits(limits, 0.5), true
+	case TollgateHigh:
+		return scaleLimits(limits, 2), true
+	}
+	return limits, true
+}
+
+// scaleLimits is l with every per-minute limit times f.
+func scaleLimits(l capacity.Limits, f float64) capacity.Limits {
+	for _, d := range capacity.Dimensions() {
+		if d.PerMinute() && l.Limit(d) > 0 {
+			l = l.SetLimit(d, max(1, int64(float64(l.Limit(d))*f)))
+		}
+	}
+	return l
+}
 
 // apiKey is the fake provider's only key.
 const apiKey = "sk-goodput-fake-7f3a"
@@ -55,8 +96,8 @@ type workerSpec struct {
 // startWorkers starts strategy s's workers for a run and returns the
 // function that stops them.
 func startWorkers(ctx context.Context, env *Env, s string, spec workerSpec) (stop func(), err error) {
-	if !slices.Contains(Strategies, s) {
-		return nil, fmt.Errorf("unknown strategy %q (want one of %v)", s, Strategies)
+	if !slices.Contains(knownStrategies, s) {
+		return nil, fmt.Errorf("unknown strategy %q (want one of %v)", s, knownStrategies)
 	}
 	if s == TollgateRedis {
 		return startRedisWorkers(ctx, env, spec)
@@ -78,8 +119,8 @@ func startWorkers(ctx context.Context, env *Env, s string, spec workerSpec) (sto
 		acts = []any{&limitedActivities{openAI: oa, anthropic: an, limiter: newRequestsOnly(spec.Limits)}}
 	case Cookbook:
 		acts = []any{&limitedActivities{openAI: oa, anthropic: an, limiter: newCookbook(spec.Limits)}}
-	case Tollgate:
-		plugin, err := tollgatePlugin(capacity.NewMemoryStore(capacity.MemoryOptions{}), spec.Limits)
+	case Tollgate, TollgateReported, TollgateLow, TollgateHigh:
+		plugin, err := tollgatePlugin(capacity.NewMemoryStore(capacity.MemoryOptions{}), s, spec.Limits)
 		if err != nil {
 			return nil, err
 		}
@@ -123,14 +164,15 @@ func (t tagTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// tollgatePlugin is the tollgate strategies' plugin: store and the
-// provider's limits, every other option at its default.
-func tollgatePlugin(store capacity.Store, l testsuite.Limits) (worker.Plugin, error) {
-	limits := TollgateLimits(l)
-	return interceptor.NewPlugin(interceptor.Options{
-		Store:  store,
-		Limits: func(capacity.Scope) (capacity.Limits, bool) { return limits, true },
-	})
+// tollgatePlugin is tollgate strategy s's plugin: store and the limits s
+// configures for a provider of limits l (configuredLimits), every other
+// option at its default.
+func tollgatePlugin(store capacity.Store, s string, l testsuite.Limits) (worker.Plugin, error) {
+	o := interceptor.Options{Store: store}
+	if limits, ok := configuredLimits(s, l); ok {
+		o.Limits = func(capacity.Scope) (capacity.Limits, bool) { return limits, true }
+	}
+	return interceptor.NewPlugin(o)
 }
 
 // newWorker returns a worker on queue running the sample's workflows and acts.
