@@ -90,17 +90,7 @@ func (a *Anthropic) Messages(ctx context.Context, req AnthropicMessagesRequest) 
 	if err != nil {
 		return Result{}, err
 	}
-	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
-	if a.opts.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
-	}
-	if a.opts.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
-	}
-	if a.opts.RequestTimeout > 0 {
-		opts = append(opts, option.WithRequestTimeout(a.opts.RequestTimeout))
-	}
-	client := anthropic.NewClient(opts...)
+	client := anthropic.NewClient(a.opts.AnthropicRequestOptions(key)...)
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(req.Model),
 		MaxTokens: req.MaxTokens,
@@ -128,15 +118,10 @@ func (a *Anthropic) Messages(ctx context.Context, req AnthropicMessagesRequest) 
 	res := Result{
 		Model:        string(msg.Model),
 		FinishReason: string(msg.StopReason),
-		Usage: capacity.Usage{
-			InputTokens:              msg.Usage.InputTokens,
-			CacheReadInputTokens:     msg.Usage.CacheReadInputTokens,
-			CacheCreationInputTokens: msg.Usage.CacheCreationInputTokens,
-			OutputTokens:             msg.Usage.OutputTokens, // thinking included
-		},
+		Usage:        AnthropicUsage(msg.Usage),
 	}
 	if resp != nil {
-		res.Header = rateLimitHeaders(resp.Header)
+		res.Header = RateLimitHeaders(resp.Header)
 	}
 	var text strings.Builder
 	for _, b := range msg.Content {
@@ -146,6 +131,24 @@ func (a *Anthropic) Messages(ctx context.Context, req AnthropicMessagesRequest) 
 	}
 	res.Text = text.String()
 	return res, nil
+}
+
+// AnthropicRequestOptions are the Anthropic client's options for key: SDK
+// retries off (Temporal's retry policy, shaped by the gate, is the only
+// retry loop), and o's base URL, HTTP client and request timeout. Add
+// option.WithResponseInto to a call to capture its headers.
+func (o ClientOptions) AnthropicRequestOptions(key string) []option.RequestOption {
+	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
+	if o.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(o.BaseURL))
+	}
+	if o.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(o.HTTPClient))
+	}
+	if o.RequestTimeout > 0 {
+		opts = append(opts, option.WithRequestTimeout(o.RequestTimeout))
+	}
+	return opts
 }
 
 func anthropicMessages(ms []Message) []anthropic.MessageParam {

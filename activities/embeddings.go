@@ -123,7 +123,7 @@ func (a *OpenAI) Embeddings(ctx context.Context, req OpenAIEmbedRequest) (EmbedR
 	if err != nil {
 		return EmbedResult{}, err
 	}
-	client := openai.NewClient(a.opts.openAIOptions(key)...)
+	client := openai.NewClient(a.opts.OpenAIRequestOptions(key)...)
 	params := openai.EmbeddingNewParams{
 		Model:          req.Model,
 		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: req.Input},
@@ -149,7 +149,7 @@ func (a *OpenAI) Embeddings(ctx context.Context, req OpenAIEmbedRequest) (EmbedR
 		res.Vectors[e.Index] = float32s(e.Embedding)
 	}
 	if resp != nil {
-		res.Header = rateLimitHeaders(resp.Header)
+		res.Header = RateLimitHeaders(resp.Header)
 	}
 	return res, nil
 }
@@ -199,7 +199,7 @@ func (a *Gemini) EmbedContent(ctx context.Context, req GeminiEmbedRequest) (Embe
 		res.Vectors[i] = e.Values
 	}
 	if out.SDKHTTPResponse != nil {
-		res.Header = rateLimitHeaders(out.SDKHTTPResponse.Headers)
+		res.Header = RateLimitHeaders(out.SDKHTTPResponse.Headers)
 	}
 	return res, nil
 }

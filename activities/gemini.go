@@ -120,16 +120,9 @@ func (a *Gemini) GenerateContent(ctx context.Context, req GeminiGenerateRequest)
 	if res.Model == "" {
 		res.Model = req.Model
 	}
-	if u := out.UsageMetadata; u != nil {
-		res.Usage = capacity.Usage{
-			InputTokens:          int64(u.PromptTokenCount) - int64(u.CachedContentTokenCount) + int64(u.ToolUsePromptTokenCount),
-			CacheReadInputTokens: int64(u.CachedContentTokenCount),
-			OutputTokens:         int64(u.CandidatesTokenCount),
-			ExtraReasoningTokens: int64(u.ThoughtsTokenCount), // thinking is output
-		}
-	}
+	res.Usage = GeminiUsage(out.UsageMetadata)
 	if out.SDKHTTPResponse != nil {
-		res.Header = rateLimitHeaders(out.SDKHTTPResponse.Headers)
+		res.Header = RateLimitHeaders(out.SDKHTTPResponse.Headers)
 	}
 	if len(out.Candidates) > 0 {
 		c := out.Candidates[0]

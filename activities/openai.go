@@ -77,7 +77,7 @@ func (a *OpenAI) Chat(ctx context.Context, req OpenAIChatRequest) (Result, error
 	if err != nil {
 		return Result{}, err
 	}
-	client := openai.NewClient(a.opts.openAIOptions(key)...)
+	client := openai.NewClient(a.opts.OpenAIRequestOptions(key)...)
 	params := openai.ChatCompletionNewParams{
 		Model:               req.Model,
 		Messages:            openAIMessages(req.Messages),
@@ -98,24 +98,21 @@ func (a *OpenAI) Chat(ctx context.Context, req OpenAIChatRequest) (Result, error
 	}
 	res := Result{
 		Model: out.Model,
-		Usage: capacity.Usage{
-			InputTokens:          out.Usage.PromptTokens - out.Usage.PromptTokensDetails.CachedTokens,
-			CacheReadInputTokens: out.Usage.PromptTokensDetails.CachedTokens,
-			OutputTokens:         out.Usage.CompletionTokens, // reasoning included
-		},
+		Usage: OpenAIUsage(out.Usage),
 	}
 	if resp != nil {
-		res.Header = rateLimitHeaders(resp.Header)
+		res.Header = RateLimitHeaders(resp.Header)
 	}
 	res.Text = out.Choices[0].Message.Content
 	res.FinishReason = out.Choices[0].FinishReason
 	return res, nil
 }
 
-// openAIOptions are the OpenAI client's options: key, SDK retries off
-// (Temporal's retry policy, shaped by the gate, is the only retry loop),
-// base URL, HTTP client and request timeout.
-func (o ClientOptions) openAIOptions(key string) []option.RequestOption {
+// OpenAIRequestOptions are the OpenAI client's options for key: SDK
+// retries off (Temporal's retry policy, shaped by the gate, is the only
+// retry loop), and o's base URL, HTTP client and request timeout. Add
+// option.WithResponseInto to a call to capture its headers.
+func (o ClientOptions) OpenAIRequestOptions(key string) []option.RequestOption {
 	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
 	if o.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(o.BaseURL))

@@ -30,9 +30,11 @@ func (r Result) TollgateReport() interceptor.Report {
 	return interceptor.Report{Usage: r.Usage, HasUsage: true, Header: r.Header}
 }
 
-// rateLimitHeaders keeps the headers the gate reads: rate limits, retry-after,
-// date and request ids.
-func rateLimitHeaders(h http.Header) http.Header {
+// RateLimitHeaders keeps of h the headers the gate reads, and only those:
+// rate limits, retry-after, date and request ids. A result carries these to
+// the gate (interceptor.Report.Header) without putting anything secret in
+// workflow history.
+func RateLimitHeaders(h http.Header) http.Header {
 	out := http.Header{}
 	for k, v := range h {
 		lk := strings.ToLower(k)
