@@ -253,7 +253,7 @@ type rigOptions struct {
 	NewStore func() capacity.Store
 	// Rand is the gate's jitter source (interceptor.Options.Rand); nil:
 	// the default, uniform.
-	Rand func() float64
+	Rand     func() float64
 	Workers  int           // zero: 1
 	LeaseTTL time.Duration // zero: the default
 	Deferred bool          // start the workers with rig.start, not newRig
