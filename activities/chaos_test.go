@@ -79,13 +79,18 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: worker processes, Redis and Temporal servers")
 	}
+	t.Parallel()                     // its own dev server, Redis servers and fake providers
 	srv := devserver.StartForTest(t) // the scenarios' but TemporalRestart's
 	c, addr := srv.Client(), srv.FrontendHostPort()
-	t.Run("KillWorker", func(t *testing.T) { chaosKillWorker(t, c, addr) })
-	t.Run("RedisRestartEmpty", func(t *testing.T) { chaosRedisRestartEmpty(t, c, addr) })
-	t.Run("RedisPause", func(t *testing.T) { chaosRedisPause(t, c, addr) })
-	t.Run("GarbageProvider", func(t *testing.T) { chaosGarbageProvider(t, c, addr) })
-	t.Run("TemporalRestart", chaosTemporalRestart)
+	// Each scenario has its own Redis server, fake provider, worker
+	// processes and task queue: two run at once.
+	concurrently(t, 2,
+		subtest{"KillWorker", func(t *testing.T) { chaosKillWorker(t, c, addr) }},
+		subtest{"RedisRestartEmpty", func(t *testing.T) { chaosRedisRestartEmpty(t, c, addr) }},
+		subtest{"GarbageProvider", func(t *testing.T) { chaosGarbageProvider(t, c, addr) }},
+		subtest{"RedisPause", func(t *testing.T) { chaosRedisPause(t, c, addr) }},
+		subtest{"TemporalRestart", chaosTemporalRestart},
+	)
 }
 
 // chaosOptions vary a scenario's workers and calls.

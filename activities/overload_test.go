@@ -49,20 +49,25 @@ func TestOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
+	t.Parallel() // its own dev server; each run its own task queue and fake provider
 	// The priority matcher, as a deployment that shares one task queue
 	// between classes should run: the calls carry their class's priority
 	// key, so the server hands an interactive call to a worker ahead of a
 	// bulk backlog; the gate then orders what the workers hold.
 	srv := devserver.StartForTest(t, devserver.PriorityMatcher...)
 	c := srv.Client()
-	t.Run("RequestBurst", func(t *testing.T) { overloadRequestBurst(t, c) })
-	t.Run("LargePrompts", func(t *testing.T) { overloadLargePrompts(t, c) })
-	t.Run("InteractiveDuringBulk", func(t *testing.T) { overloadInteractiveDuringBulk(t, c) })
-	t.Run("LimitDrop", func(t *testing.T) { overloadLimitDrop(t, c) })
-	t.Run("WorkersStartTogether", func(t *testing.T) { overloadWorkersStartTogether(t, c) })
-	t.Run("RateLimitWithoutRetryTime", func(t *testing.T) { overloadRateLimitWithoutRetryTime(t, c) })
-	t.Run("DeadlineBeforeDispatch", func(t *testing.T) { overloadDeadlineBeforeDispatch(t, c) })
-	t.Run("WorkerCrash", func(t *testing.T) { overloadWorkerCrash(t, c, srv.FrontendHostPort()) })
+	// Each run has its own rig (task queue, fake provider, store prefix):
+	// two run at once.
+	concurrently(t, 2,
+		subtest{"DeadlineBeforeDispatch", func(t *testing.T) { overloadDeadlineBeforeDispatch(t, c) }},
+		subtest{"LimitDrop", func(t *testing.T) { overloadLimitDrop(t, c) }},
+		subtest{"InteractiveDuringBulk", func(t *testing.T) { overloadInteractiveDuringBulk(t, c) }},
+		subtest{"WorkerCrash", func(t *testing.T) { overloadWorkerCrash(t, c, srv.FrontendHostPort()) }},
+		subtest{"RequestBurst", func(t *testing.T) { overloadRequestBurst(t, c) }},
+		subtest{"LargePrompts", func(t *testing.T) { overloadLargePrompts(t, c) }},
+		subtest{"WorkersStartTogether", func(t *testing.T) { overloadWorkersStartTogether(t, c) }},
+		subtest{"RateLimitWithoutRetryTime", func(t *testing.T) { overloadRateLimitWithoutRetryTime(t, c) }},
+	)
 }
 
 // overloadRequestBurst: 120 small calls at once exhaust a 600 RPM budget
@@ -757,6 +762,7 @@ func TestUnseenClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
+	t.Parallel() // its own dev server; each run its own task queue and fake provider
 	srv := devserver.StartForTest(t)
 	for _, tt := range []struct {
 		name      string
