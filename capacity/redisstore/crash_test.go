@@ -52,6 +52,7 @@ func TestCrashReclaimsLeases(t *testing.T) {
 		crashWaiter(t)
 		return
 	}
+	t.Parallel() // its own prefix; asserted on Redis time, as orders
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
 	dir := t.TempDir()

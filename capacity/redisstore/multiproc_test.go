@@ -70,6 +70,7 @@ func TestMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10 s run")
 	}
+	t.Parallel() // its own prefix; what it asserts is counted on Redis time
 	rdb := testClient(t)
 	runMultiProcess(t, "^TestMultiProcess$", rdb, testPrefix(t, rdb), []string{"multiproc"}, nil)
 }
