@@ -23,109 +23,114 @@ import (
 // with an uncontrolled second client, and a scan for secrets. It prints the
 // figures the README quotes.
 func TestEndToEnd(t *testing.T) {
+	t.Parallel() // its own dev server (setup) and fake provider
 	e := setup(t)
 	scope := func(model string) testsuite.Scope { return testsuite.Scope{Key: e2eKey, Model: model} }
 	spec := func(act, model string) GoodputSpec {
 		return GoodputSpec{Activity: act, Model: model, N: calls, MaxTokens: 100, Words: 40, ScheduleClose: 5 * time.Minute}
 	}
 
-	t.Run("OpenAI", func(t *testing.T) {
-		res := runGoodput(t, &e.harness, "gated", spec("Chat", modelOpenAI))
-		assertGoodput(t, measure(e.fp, scope(modelOpenAI), testsuite.Tokens), res)
-	})
-	t.Run("Anthropic", func(t *testing.T) {
-		res := runGoodput(t, &e.harness, "gated", spec("Messages", modelAnthropic))
-		assertGoodput(t, measure(e.fp, scope(modelAnthropic), testsuite.InputTokens), res)
-	})
-	t.Run("Gemini", func(t *testing.T) {
-		res := runGoodput(t, &e.harness, "gated", spec("GenerateContent", modelGemini))
-		f := measure(e.fp, scope(modelGemini), testsuite.InputTokens)
-		assertGoodput(t, f, res)
-		// The gate counted the day on Gemini's boundary: midnight Pacific.
-		snap, err := e.store.Snapshot(context.Background(), capacity.Scope{Provider: capacity.Gemini, LimitGroup: modelGemini, Credential: "e2e"})
-		require.NoError(t, err)
-		pacific, err := time.LoadLocation("America/Los_Angeles")
-		require.NoError(t, err)
-		assert.True(t, snap.DayResetAt.Equal(capacity.DayBoundary{Location: pacific}.Next(snap.Now)),
-			"per-day budget resets at %v", snap.DayResetAt)
-		var output int64
-		for _, en := range e.fp.ScopeEntries(scope(modelGemini)) {
-			output += en.Usage.OutputTokens
-		}
-		t.Logf("gemini: %d output tokens reported (not metered per minute); day resets at %v (%v)",
-			output, snap.DayResetAt.UTC().Format(time.RFC3339), snap.DayResetAt.Format("15:04 MST"))
-	})
-	t.Run("TwoWorkersOneRedisBudget", func(t *testing.T) {
-		// Two workers, each with its own Redis store on the same Redis: one
-		// budget, shared.
-		startRedisWorkers(t, e, "gated-redis", 2, map[string]capacity.Limits{modelRedis: ours(openAILimits)})
-		res := runGoodput(t, &e.harness, "gated-redis", spec("Chat", modelRedis))
-		assertGoodput(t, measure(e.fp, scope(modelRedis), testsuite.Tokens), res)
-	})
-	t.Run("Naive", func(t *testing.T) {
-		s := spec("Chat", modelNaive)
-		s.Naive, s.ScheduleClose = true, time.Minute
-		res := runGoodput(t, &e.harness, "naive", s)
-		f := measure(e.fp, scope(modelNaive), testsuite.Tokens)
-		t.Logf("naive (SDK retries, default retry policy, 1 min schedule-to-close): %v", f)
-		t.Logf("naive: %d of %d calls completed, %d failed; %d provider requests were wasted on 429s", res.OK, calls, res.Failed, f.RateLimited)
-	})
-	t.Run("SecondClient", func(t *testing.T) {
-		// An uncontrolled client spends a fifth of the budget on the same key.
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(500 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-					_, _ = e.fp.Spend(scope(modelShared), testsuite.Demand{InputTokens: 150, MaxTokens: 100})
+	// Each run has its own model (one budget each) on the fake provider:
+	// two at once, then the scan of everything they left.
+	concurrently(t, 2,
+		subtest{"OpenAI", func(t *testing.T) {
+			res := runGoodput(t, &e.harness, "gated", spec("Chat", modelOpenAI))
+			assertGoodput(t, measure(e.fp, scope(modelOpenAI), testsuite.Tokens), res)
+		}},
+		subtest{"Anthropic", func(t *testing.T) {
+			res := runGoodput(t, &e.harness, "gated", spec("Messages", modelAnthropic))
+			assertGoodput(t, measure(e.fp, scope(modelAnthropic), testsuite.InputTokens), res)
+		}},
+		subtest{"Gemini", func(t *testing.T) {
+			res := runGoodput(t, &e.harness, "gated", spec("GenerateContent", modelGemini))
+			f := measure(e.fp, scope(modelGemini), testsuite.InputTokens)
+			assertGoodput(t, f, res)
+			// The gate counted the day on Gemini's boundary: midnight Pacific.
+			snap, err := e.store.Snapshot(context.Background(), capacity.Scope{Provider: capacity.Gemini, LimitGroup: modelGemini, Credential: "e2e"})
+			require.NoError(t, err)
+			pacific, err := time.LoadLocation("America/Los_Angeles")
+			require.NoError(t, err)
+			assert.True(t, snap.DayResetAt.Equal(capacity.DayBoundary{Location: pacific}.Next(snap.Now)),
+				"per-day budget resets at %v", snap.DayResetAt)
+			var output int64
+			for _, en := range e.fp.ScopeEntries(scope(modelGemini)) {
+				output += en.Usage.OutputTokens
+			}
+			t.Logf("gemini: %d output tokens reported (not metered per minute); day resets at %v (%v)",
+				output, snap.DayResetAt.UTC().Format(time.RFC3339), snap.DayResetAt.Format("15:04 MST"))
+		}},
+		subtest{"TwoWorkersOneRedisBudget", func(t *testing.T) {
+			// Two workers, each with its own Redis store on the same Redis: one
+			// budget, shared.
+			startRedisWorkers(t, e, "gated-redis", 2, map[string]capacity.Limits{modelRedis: ours(openAILimits)})
+			res := runGoodput(t, &e.harness, "gated-redis", spec("Chat", modelRedis))
+			assertGoodput(t, measure(e.fp, scope(modelRedis), testsuite.Tokens), res)
+		}},
+		subtest{"Naive", func(t *testing.T) {
+			s := spec("Chat", modelNaive)
+			s.Naive, s.ScheduleClose = true, time.Minute
+			res := runGoodput(t, &e.harness, "naive", s)
+			f := measure(e.fp, scope(modelNaive), testsuite.Tokens)
+			t.Logf("naive (SDK retries, default retry policy, 1 min schedule-to-close): %v", f)
+			t.Logf("naive: %d of %d calls completed, %d failed; %d provider requests were wasted on 429s", res.OK, calls, res.Failed, f.RateLimited)
+		}},
+		subtest{"SecondClient", func(t *testing.T) {
+			// An uncontrolled client spends a fifth of the budget on the same key.
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tick := time.NewTicker(500 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+						_, _ = e.fp.Spend(scope(modelShared), testsuite.Demand{InputTokens: 150, MaxTokens: 100})
+					}
+				}
+			}()
+			res := runGoodput(t, &e.harness, "gated", spec("Chat", modelShared))
+			close(stop)
+			wg.Wait()
+			f := measure(e.fp, scope(modelShared), testsuite.Tokens)
+			var direct, directOK int
+			var directTokens int64
+			for _, en := range e.fp.ScopeEntries(scope(modelShared)) {
+				if en.Direct {
+					direct++
+					if en.Admitted {
+						directOK++
+						directTokens += en.Charged[testsuite.Tokens]
+					}
 				}
 			}
-		}()
-		res := runGoodput(t, &e.harness, "gated", spec("Chat", modelShared))
-		close(stop)
-		wg.Wait()
-		f := measure(e.fp, scope(modelShared), testsuite.Tokens)
-		var direct, directOK int
-		var directTokens int64
-		for _, en := range e.fp.ScopeEntries(scope(modelShared)) {
-			if en.Direct {
-				direct++
-				if en.Admitted {
-					directOK++
-					directTokens += en.Charged[testsuite.Tokens]
+			t.Logf("second client: %d requests, %d admitted, %d tokens", direct, directOK, directTokens)
+			t.Logf("with a second client spending 500 tokens/s of 2,500: %v", f)
+			assert.Equal(t, calls, res.OK, "all work completes")
+			assert.LessOrEqual(t, f.RateLimited, calls*15/100, "tollgate's 429s are few")
+			// Each 429 is honoured as a shared delay: no gated request reaches the
+			// provider while the scope cools down (retry-after is at least 1 s).
+			var entries []testsuite.Entry
+			for _, en := range e.fp.ScopeEntries(scope(modelShared)) {
+				if !en.Direct {
+					entries = append(entries, en)
 				}
 			}
-		}
-		t.Logf("second client: %d requests, %d admitted, %d tokens", direct, directOK, directTokens)
-		t.Logf("with a second client spending 500 tokens/s of 2,500: %v", f)
-		assert.Equal(t, calls, res.OK, "all work completes")
-		assert.LessOrEqual(t, f.RateLimited, calls*15/100, "tollgate's 429s are few")
-		// Each 429 is honoured as a shared delay: no gated request reaches the
-		// provider while the scope cools down (retry-after is at least 1 s).
-		var entries []testsuite.Entry
-		for _, en := range e.fp.ScopeEntries(scope(modelShared)) {
-			if !en.Direct {
-				entries = append(entries, en)
+			for _, en := range entries {
+				if en.Status != 429 {
+					continue
+				}
+				for _, other := range entries {
+					d := other.Arrival.Sub(en.Arrival)
+					assert.Falsef(t, d > 250*time.Millisecond && d < 900*time.Millisecond,
+						"a request reached the provider %v after a 429, inside its cooldown", d)
+				}
 			}
-		}
-		for _, en := range entries {
-			if en.Status != 429 {
-				continue
-			}
-			for _, other := range entries {
-				d := other.Arrival.Sub(en.Arrival)
-				assert.Falsef(t, d > 250*time.Millisecond && d < 900*time.Millisecond,
-					"a request reached the provider %v after a 429, inside its cooldown", d)
-			}
-		}
-	})
+		}},
+	)
 	t.Run("NoSecretsOrPrompts", func(t *testing.T) {
 		scanForSecrets(t, e)
 	})

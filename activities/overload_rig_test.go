@@ -180,14 +180,18 @@ func (l *sendLog) all() []send {
 }
 
 // attemptCounter is a worker interceptor that counts the attempts of every
-// activity, by call (workflow id / activity id).
+// activity, by call (workflow id / activity id), and records the retry
+// delays their errors asked Temporal for.
 type attemptCounter struct {
 	sdkinterceptor.WorkerInterceptorBase
-	mu sync.Mutex
-	n  map[string]int
+	mu     sync.Mutex
+	n      map[string]int
+	delays map[string][]time.Duration // call → NextRetryDelay of each failed attempt that set one
 }
 
-func newAttemptCounter() *attemptCounter { return &attemptCounter{n: map[string]int{}} }
+func newAttemptCounter() *attemptCounter {
+	return &attemptCounter{n: map[string]int{}, delays: map[string][]time.Duration{}}
+}
 
 func (a *attemptCounter) InterceptActivity(ctx context.Context, next sdkinterceptor.ActivityInboundInterceptor) sdkinterceptor.ActivityInboundInterceptor {
 	i := &attemptInbound{root: a}
@@ -202,10 +206,30 @@ type attemptInbound struct {
 
 func (i *attemptInbound) ExecuteActivity(ctx context.Context, in *sdkinterceptor.ExecuteActivityInput) (any, error) {
 	info := activity.GetInfo(ctx)
+	call := info.WorkflowExecution.ID + "/" + info.ActivityID
 	i.root.mu.Lock()
-	i.root.n[info.WorkflowExecution.ID+"/"+info.ActivityID]++
+	i.root.n[call]++
 	i.root.mu.Unlock()
-	return i.Next.ExecuteActivity(ctx, in)
+	out, err := i.Next.ExecuteActivity(ctx, in)
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.NextRetryDelay() > 0 {
+		i.root.mu.Lock()
+		i.root.delays[call] = append(i.root.delays[call], ae.NextRetryDelay())
+		i.root.mu.Unlock()
+	}
+	return out, err
+}
+
+// retryDelays returns, by call, the NextRetryDelay of each failed attempt
+// that set one: the wait the gate asked for, on its clock.
+func (a *attemptCounter) retryDelays() map[string][]time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string][]time.Duration, len(a.delays))
+	for k, v := range a.delays {
+		out[k] = slices.Clone(v)
+	}
+	return out
 }
 
 func (a *attemptCounter) counts() map[string]int {
@@ -227,6 +251,9 @@ type rigOptions struct {
 	HeadersAt testsuite.HeadersTime
 	// NewStore returns the store of each worker; nil: one memory store.
 	NewStore func() capacity.Store
+	// Rand is the gate's jitter source (interceptor.Options.Rand); nil:
+	// the default, uniform.
+	Rand     func() float64
 	Workers  int           // zero: 1
 	LeaseTTL time.Duration // zero: the default
 	Deferred bool          // start the workers with rig.start, not newRig
@@ -310,6 +337,7 @@ func (r *rig) start(queue string) {
 			Store:    store,
 			Limits:   func(s capacity.Scope) (capacity.Limits, bool) { return gate, s.LimitGroup == overloadModel },
 			LeaseTTL: r.opts.LeaseTTL,
+			Rand:     r.opts.Rand,
 		})
 		require.NoError(t, err)
 		oa, err := activities.NewOpenAI(activities.OpenAIOptions{

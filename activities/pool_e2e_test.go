@@ -91,12 +91,13 @@ func TestKeyPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
+	t.Parallel() // its own dev server and fake provider
 	srv := devserver.StartForTest(t)
-	t.Run("Memory", func(t *testing.T) {
+	// Each run has its own fake provider and task queue: both at once.
+	concurrently(t, 2, subtest{"Memory", func(t *testing.T) {
 		store := capacity.NewMemoryStore(capacity.MemoryOptions{})
 		runKeyPool(t, srv.Client(), 1, func() capacity.Store { return store })
-	})
-	t.Run("Redis2Workers", func(t *testing.T) {
+	}}, subtest{"Redis2Workers", func(t *testing.T) {
 		rdb := testenv.RedisClient(t)
 		var b [6]byte
 		_, _ = rand.Read(b[:])
@@ -107,7 +108,7 @@ func TestKeyPool(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		})
-	})
+	}})
 }
 
 func runKeyPool(t *testing.T, c client.Client, workers int, newStore func() capacity.Store) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,4 +151,31 @@ func (n *naiveActivities) Chat(ctx context.Context, req activities.OpenAIChatReq
 
 type metricdata struct {
 	ResourceMetrics sdkmetricdata.ResourceMetrics
+}
+
+// subtest is one named subtest for concurrently.
+type subtest struct {
+	name string
+	run  func(t *testing.T)
+}
+
+// concurrently runs each subtest of t (t.Run) on a goroutine of its own,
+// at most limit at once, and returns when all have. The end-to-end
+// subtests wait on rate limits and servers, not on the CPU (the whole
+// package used 0.65 of this machine's two cores), so they overlap past
+// -parallel, which counts every t.Parallel test against GOMAXPROCS. Each
+// subtest must have its own task queue, fake provider or model, and store
+// prefix, and assert nothing that another one's load could move.
+func concurrently(t *testing.T, limit int, subtests ...subtest) {
+	t.Helper()
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for _, st := range subtests {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t.Run(st.name, st.run)
+		})
+	}
+	wg.Wait()
 }

@@ -348,8 +348,9 @@ func newEnvFull(t *testing.T, store *capacity.MemoryStore, limits capacity.Limit
 		plugins = append(plugins, plugin)
 	}
 	e.SetWorkerOptions(worker.Options{
-		Plugins:      plugins,
-		Interceptors: append(append([]sdkinterceptor.WorkerInterceptor(nil), outer...), &recorder{e: e}),
+		DeadlockDetectionTimeout: deadlockTimeout,
+		Plugins:                  plugins,
+		Interceptors:             append(append([]sdkinterceptor.WorkerInterceptor(nil), outer...), &recorder{e: e}),
 	})
 	e.RegisterWorkflow(ChatWorkflow)
 	e.RegisterWorkflow(ParallelChatWorkflow)
@@ -391,6 +392,12 @@ func (e *env) attemptLog() []attempt {
 	defer e.mu.Unlock()
 	return append([]attempt(nil), e.attempts...)
 }
+
+// deadlockTimeout is the test environments' DeadlockDetectionTimeout. The
+// SDK's default, 1 s of wall time without a workflow goroutine yielding,
+// failed a test under two full runs at once ("Potential deadlock
+// detected"); a minute only catches a workflow that really hangs.
+const deadlockTimeout = time.Minute
 
 // envClock is the workflow environment's clock; its timers are real timers
 // (local waits are short in these tests).

@@ -113,7 +113,7 @@ func usageEnv(t *testing.T, mod func(*interceptor.Options)) (*testsuite.TestWork
 	}
 	plugin, err := interceptor.NewPlugin(opts)
 	require.NoError(t, err)
-	e.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
+	e.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockTimeout, Plugins: []worker.Plugin{plugin}})
 	e.RegisterWorkflow(UsageWorkflow)
 	e.RegisterActivityWithOptions(summarize, activity.RegisterOptions{Name: "Summarize"})
 	return e, store

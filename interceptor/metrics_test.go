@@ -182,7 +182,7 @@ func newMetricsEnvWith(t *testing.T, h client.MetricsHandler, mod func(*intercep
 	}
 	plugin, err := interceptor.NewPlugin(opts)
 	require.NoError(t, err)
-	e.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
+	e.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockTimeout, Plugins: []worker.Plugin{plugin}})
 	acts := &chatActivities{baseURL: newScripted(t).srv.URL, keys: map[string]string{"team-a": "sk-test-a"}, during: during}
 	e.RegisterActivityWithOptions(acts.Chat, activity.RegisterOptions{Name: "Chat"})
 	e.RegisterWorkflow(StepsWorkflow)

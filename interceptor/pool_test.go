@@ -24,10 +24,11 @@ type keyed struct {
 	mu      sync.Mutex
 	scripts map[string][]reply
 	seen    map[string]map[int]int // key → status → answers
+	first   map[string]time.Time   // key → arrival of its first request
 }
 
 func newKeyed(t *testing.T, scripts map[string][]reply) (*keyed, string) {
-	k := &keyed{scripts: scripts, seen: map[string]map[int]int{}}
+	k := &keyed{scripts: scripts, seen: map[string]map[int]int{}, first: map[string]time.Time{}}
 	srv := httptest.NewServer(http.HandlerFunc(k.serve))
 	t.Cleanup(srv.Close)
 	return k, srv.URL
@@ -47,6 +48,7 @@ func (k *keyed) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if k.seen[key] == nil {
 		k.seen[key] = map[int]int{}
+		k.first[key] = time.Now()
 	}
 	status := rep.status
 	if status == 0 {
@@ -216,7 +218,7 @@ func TestPoolWaitsOutAKnownPause(t *testing.T) {
 
 	out := e.run(t, Step{In: call("gpt-4o", "pool")})
 	require.True(t, out[0].OK)
-	assert.GreaterOrEqual(t, time.Since(now), 200*time.Millisecond, "waited for key-2")
+	assert.False(t, k.firstAt("sk-test-key2").Before(now.Add(200*time.Millisecond)), "waited for key-2's cooldown to end")
 	for _, a := range e.attemptLog() {
 		assert.NoError(t, a.err, "one attempt, no trip round the pool")
 	}
@@ -233,10 +235,12 @@ func TestPoolLeavesAKeyBlockedWhileWaiting(t *testing.T) {
 	// Once the call has booked its place on key-1, a 429 elsewhere cools
 	// key-1 for 10 s.
 	var once sync.Once
+	var key1Until time.Time
 	store := &hookStore{MemoryStore: mem, after: func(r capacity.Request, res capacity.Reservation) {
 		if r.Scope == poolScope("key-1") && r.Book && res.Booked {
 			once.Do(func() {
-				require.NoError(t, mem.Block(ctx, poolScope("key-1"), capacity.Block{Reason: capacity.Cooldown, Until: time.Now().Add(10 * time.Second)}))
+				key1Until = time.Now().Add(10 * time.Second)
+				require.NoError(t, mem.Block(ctx, poolScope("key-1"), capacity.Block{Reason: capacity.Cooldown, Until: key1Until}))
 			})
 		}
 	}}
@@ -267,7 +271,17 @@ func TestPoolLeavesAKeyBlockedWhileWaiting(t *testing.T) {
 	assert.Contains(t, log[0].err.Error(), "key-1 cooldown")
 	assert.Empty(t, k.answers("sk-test-key1"))
 	assert.Equal(t, map[int]int{200: 1}, k.answers("sk-test-key2"))
-	assert.Less(t, time.Since(start), 5*time.Second, "went when key-2 came back, not after key-1's cooldown")
+	sent := k.firstAt("sk-test-key2")
+	assert.False(t, sent.Before(start.Add(600*time.Millisecond)), "went when key-2 came back")
+	require.False(t, key1Until.IsZero(), "key-1 was cooled")
+	assert.True(t, sent.Before(key1Until), "not after key-1's cooldown")
+}
+
+// firstAt returns when the provider saw key's first request (zero if none).
+func (k *keyed) firstAt(key string) time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.first[key]
 }
 
 // hookStore calls after with each Reserve's request and answer.

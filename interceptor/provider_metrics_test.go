@@ -60,7 +60,7 @@ func TestProviderRemainingGauge(t *testing.T) {
 		MaxLocalWait: -1,
 	})
 	require.NoError(t, err)
-	e.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
+	e.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockTimeout, Plugins: []worker.Plugin{plugin}})
 	provider := newScripted(t, tokensReport("10000", "5000"), tokensReport("10000", "3000"), tokensReport("10000", "4000"), tokensReport("12000", "9000"))
 	acts := &chatActivities{baseURL: provider.srv.URL, keys: map[string]string{"team-a": "sk-test-a"}, during: during}
 	e.RegisterActivityWithOptions(acts.Chat, activity.RegisterOptions{Name: "Chat"})

@@ -2,7 +2,9 @@ package interceptor_test
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,47 +82,105 @@ func TestSlowSettleKeepsTheAttemptAlive(t *testing.T) {
 	assert.Empty(t, settleFailures(t, reader))
 }
 
+// heldSettles holds every settlement until release is closed (or a safety
+// net of a minute passed, so a gate that waits for it fails the test
+// instead of hanging it), then settles; landed counts the settlements done.
+type heldSettles struct {
+	*capacity.MemoryStore
+	release chan struct{}
+	landed  *atomic.Int32
+}
+
+func newHeldSettles(store *capacity.MemoryStore) heldSettles {
+	return heldSettles{MemoryStore: store, release: make(chan struct{}), landed: new(atomic.Int32)}
+}
+
+func (s heldSettles) Settle(ctx context.Context, l capacity.Lease, final capacity.Charges) error {
+	select {
+	case <-s.release:
+	case <-time.After(time.Minute):
+	}
+	defer s.landed.Add(1)
+	return s.MemoryStore.Settle(ctx, l, final)
+}
+
+// timerLog is a capacity.Clock that records the length of every timer the
+// gate sets, so a test reads how long the gate chose to wait on the
+// injected clock instead of timing it.
+type timerLog struct {
+	capacity.Clock
+	mu   sync.Mutex
+	durs []time.Duration
+}
+
+// NewTimer records d and returns the wrapped clock's timer.
+func (c *timerLog) NewTimer(d time.Duration) capacity.Timer {
+	c.mu.Lock()
+	c.durs = append(c.durs, d)
+	c.mu.Unlock()
+	return c.Clock.NewTimer(d)
+}
+
+// timers returns the lengths of the timers set so far.
+func (c *timerLog) timers() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.durs)
+}
+
 // A settle slower than SettleTimeout: the activity returns the provider's
-// answer once SettleTimeout has passed, heartbeating until then, and counts
-// the settle as timed out; the settle still lands later and frees the slot.
+// answer after waiting SettleTimeout (the one timer the gate sets), before
+// the settle lands, and counts the settle as timed out; the settle still
+// lands later and frees the slot.
 func TestStalledSettleReturnsTheAnswer(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+	held := newHeldSettles(store)
+	var clock *timerLog
 	e := newEnvWithStore(t, store, rpmLimits(6000), func(o *interceptor.Options) {
-		o.Store = newSlowSettles(t, store, 2*time.Second)
-		o.SettleTimeout = time.Second
+		o.Store = held
+		o.SettleTimeout = 200 * time.Millisecond
 		o.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		clock = &timerLog{Clock: o.Clock}
+		o.Clock = clock
 	})
-	start := time.Now()
 	out := e.run(t, Step{In: call("gpt-4o", "team-a"), Heartbeat: 300 * time.Millisecond})
-	took := time.Since(start)
+	assert.Zero(t, held.landed.Load(), "returned before the settle landed")
+	close(held.release)
 	require.True(t, out[0].OK, out[0].Type)
 	assert.Len(t, e.attemptLog(), 1, "one attempt")
 	assert.Equal(t, int64(1), e.provider.calls.Load(), "one provider call")
-	assert.GreaterOrEqual(t, took, time.Second, "waited SettleTimeout for the settle")
-	assert.Less(t, took, 2*time.Second, "then returned, before the settle landed")
+	assert.Contains(t, clock.timers(), 200*time.Millisecond, "waited SettleTimeout for the settle")
 	assert.Equal(t, map[string]int64{"timeout": 1}, settleFailures(t, reader))
 	assert.Eventually(t, func() bool {
 		snap, err := store.Snapshot(context.Background(), gpt4o)
 		return err == nil && len(snap.Leases) == 0
-	}, 5*time.Second, 10*time.Millisecond, "the late settle freed the slot")
+	}, 30*time.Second, 10*time.Millisecond, "the late settle freed the slot")
+	assert.Equal(t, int32(1), held.landed.Load(), "the settle landed")
 }
 
 // The settle budget stays under half of what is left of the attempt, so a
-// stalled settle never runs into the start-to-close timeout.
+// stalled settle never runs into the start-to-close timeout: with a
+// SettleTimeout of a minute and a start-to-close of 3 s, the gate waits
+// at most 1.5 s on its clock for the settle.
 func TestStalledSettleStaysInsideStartToClose(t *testing.T) {
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+	var clock *timerLog
 	e := newEnvWithStore(t, store, rpmLimits(6000), func(o *interceptor.Options) {
 		o.Store = newSlowSettles(t, store, 0)
 		o.SettleTimeout = time.Minute
+		clock = &timerLog{Clock: capacity.SystemClock{}} // the clock of the attempt's deadline
+		o.Clock = clock
 	})
-	start := time.Now()
 	out := e.run(t, Step{In: call("gpt-4o", "team-a"), StartToClose: 3 * time.Second})
-	took := time.Since(start)
 	require.True(t, out[0].OK, out[0].Type)
 	assert.Len(t, e.attemptLog(), 1, "one attempt")
 	assert.Equal(t, int64(1), e.provider.calls.Load(), "one provider call")
-	assert.Less(t, took, 3*time.Second, "returned inside start-to-close")
+	// The lease's keepalive (a renewal timer) stops before the settle, and
+	// this step does not heartbeat: the last timer is the settle's.
+	timers := clock.timers()
+	require.NotEmpty(t, timers, "the gate set its settle timer")
+	assert.LessOrEqual(t, timers[len(timers)-1], 1500*time.Millisecond, "half of the attempt's start-to-close at most, of %v", timers)
 }
 
 // blocksAtSettle records, at each settle, the blocks already on the

@@ -28,10 +28,18 @@ import (
 	"github.com/tollgate-dev/tollgate/testsuite/devserver"
 )
 
-// stallHeartbeat is the model call's heartbeat timeout in the stall test:
-// half the Redis pause, so an attempt that stops heartbeating while its
-// settle waits for Redis is timed out and run again.
-const stallHeartbeat = 3 * time.Second
+// The stall test's timings: the model call's heartbeat timeout is half
+// the Redis pause and shorter than the settle timeout, so an attempt that
+// stops heartbeating while its settle waits for Redis is timed out and run
+// again; the settle timeout is shorter than the pause, so every settle is
+// given up on. The gate heartbeats every third of the timeout: at 3 s, the
+// 2 s of slack that left did not survive a loaded machine (26 of 70 calls
+// paid twice in one full run beside another test run).
+const (
+	stallHeartbeat = 5 * time.Second
+	stallSettle    = 8 * time.Second
+	stallPause     = 10 * time.Second
+)
 
 // StallWorkflow makes one model call with a short heartbeat timeout.
 func StallWorkflow(ctx workflow.Context, req activities.OpenAIChatRequest) (string, error) {
@@ -46,7 +54,7 @@ func StallWorkflow(ctx workflow.Context, req activities.OpenAIChatRequest) (stri
 	return r.Text, err
 }
 
-// TestRedisStallDuringSettleNeverPaysTwice pauses Redis (CLIENT PAUSE 6000
+// TestRedisStallDuringSettleNeverPaysTwice pauses Redis (CLIENT PAUSE 10000
 // ALL) just as 70 provider calls answer, so every settle waits on it. The
 // gate must keep each attempt heartbeating while it settles and return the
 // answer once its settle timeout passes, without waiting for Redis: every
@@ -56,7 +64,7 @@ func TestRedisStallDuringSettleNeverPaysTwice(t *testing.T) {
 		t.Skip("end-to-end")
 	}
 	const n = 70
-	const pause = 6 * time.Second
+	const pause = stallPause
 	addr := testenv.StartRedisServer(t, "").Addr() // its own: pausing it disturbs no other test
 	srv := devserver.StartForTest(t)
 	c := srv.Client()
@@ -83,7 +91,10 @@ func TestRedisStallDuringSettleNeverPaysTwice(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(fp.Close)
 
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	// Commands wait out the pause (go-redis's 3 s read timeout, retried
+	// three times, would give up on a late settle, whose lease would then
+	// hold its slot until LeaseTTL).
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 2 * stallPause})
 	t.Cleanup(func() { _ = rdb.Close() })
 	store, err := redisstore.New(rdb, redisstore.Options{Prefix: "stall"})
 	require.NoError(t, err)
@@ -94,6 +105,7 @@ func TestRedisStallDuringSettleNeverPaysTwice(t *testing.T) {
 		Store:         store,
 		Limits:        func(capacity.Scope) (capacity.Limits, bool) { return limits, true },
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+		SettleTimeout: stallSettle,
 	})
 	require.NoError(t, err)
 	oa, err := activities.NewOpenAI(activities.OpenAIOptions{
@@ -178,6 +190,6 @@ func TestRedisStallDuringSettleNeverPaysTwice(t *testing.T) {
 		t.Logf("no lease left %v after the pause began (LeaseTTL %v)", time.Since(paused).Round(100*time.Millisecond), interceptor.DefaultLeaseTTL)
 	}
 	failures := settleFailures(t, reader)
-	t.Logf("settles given up on after SettleTimeout (%v) or failed: %v", interceptor.DefaultSettleTimeout, failures)
+	t.Logf("settles given up on after SettleTimeout (%v) or failed: %v", stallSettle, failures)
 	assert.Equal(t, int64(n), failures["timeout"]+failures["error"], "every call returned its answer without waiting for Redis")
 }

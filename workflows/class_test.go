@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +17,12 @@ import (
 	"github.com/tollgate-dev/tollgate/interceptor"
 	"github.com/tollgate-dev/tollgate/workflows"
 )
+
+// deadlockTimeout is the test environments' DeadlockDetectionTimeout. The
+// SDK's default, 1 s of wall time without a workflow goroutine yielding,
+// fails a test on a loaded machine; a minute only catches a workflow that
+// really hangs.
+const deadlockTimeout = time.Minute
 
 // warnings is a logger that keeps the warnings.
 type warnings struct {
@@ -58,7 +65,7 @@ func TestCallModelWarnsWhenItsClassCannotReachTheGate(t *testing.T) {
 				Limits: func(capacity.Scope) (capacity.Limits, bool) { return capacity.Limits{}, true },
 			})
 			require.NoError(t, err)
-			env.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
+			env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockTimeout, Plugins: []worker.Plugin{plugin}})
 		}
 		env.RegisterActivityWithOptions(func(context.Context, Input) (string, error) { return "ok", nil }, activity.RegisterOptions{Name: "Primary"})
 		env.RegisterActivityWithOptions(func(context.Context, Input) (string, error) { return "ok", nil }, activity.RegisterOptions{Name: "Fallback"})

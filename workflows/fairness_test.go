@@ -97,7 +97,7 @@ func runFair(t *testing.T, wf func(ctx workflow.Context) (Seen, error)) (Seen, i
 	})
 	require.NoError(t, err)
 	see := &seer{}
-	env.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}, Interceptors: []sdkinterceptor.WorkerInterceptor{see}})
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockTimeout, Plugins: []worker.Plugin{plugin}, Interceptors: []sdkinterceptor.WorkerInterceptor{see}})
 	calls := 0
 	env.RegisterActivityWithOptions(func(ctx context.Context, in Input) (Seen, error) {
 		calls++

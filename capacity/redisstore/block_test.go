@@ -33,12 +33,19 @@ func TestBlockFromASlowWorkerClock(t *testing.T) {
 		l := capacity.Limits{RequestsPerMinute: 60}
 		_, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge()})
 		require.NoError(t, err)
+		// The block is asked for at some Redis time in [before, after]: it
+		// must end 10 s after that, in Redis's clock, whatever the
+		// machine's delays (the slow clock's reading would end it 7 s
+		// after).
+		before := redisNow(t, rdb)
 		require.NoError(t, s.Block(ctx, keysScope, capacity.Block{Reason: capacity.Cooldown, Until: s.localNow().Add(10 * time.Second), Credential: credential}))
+		after := redisNow(t, rdb)
 		res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "b", Attempt: 1, Charges: oneCharge()})
 		require.NoError(t, err)
 		require.Equal(t, capacity.DenyBlocked, res.Reason)
-		left := res.RetryAt.Sub(redisNow(t, rdb))
-		require.InDelta(t, 10*time.Second, left, float64(500*time.Millisecond), "credential %v: blocked for %v", credential, left)
+		const tick = time.Millisecond // the clocks' rounding
+		require.False(t, res.RetryAt.Before(before.Add(10*time.Second-tick)), "credential %v: blocked until %v after the block began", credential, res.RetryAt.Sub(before))
+		require.False(t, res.RetryAt.After(after.Add(10*time.Second+tick)), "credential %v: blocked until %v after the block was set", credential, res.RetryAt.Sub(after))
 	}
 }
 

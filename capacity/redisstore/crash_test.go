@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ import (
 
 const (
 	crashLeases  = 50
-	crashTTL     = 2 * time.Second
+	crashTTL     = 5 * time.Second // the holder renews in time on a loaded machine
 	crashRenew   = 250 * time.Millisecond
 	crashWaiters = 2 // processes, crashLeases/crashWaiters goroutines each
 )
@@ -37,8 +38,11 @@ func crashReq(call string) capacity.Request {
 
 // TestCrashReclaimsLeases: a process holding every in-flight slot (50
 // leases, heartbeating them) is killed with SIGKILL; the waiting processes
-// regain the slots when the leases expire, within the lease TTL of the kill,
-// with no sweeper: any later call on the scope reclaims them.
+// regain the slots when the leases expire, and not before, with no sweeper:
+// any later call on the scope reclaims them. The leases left by the kill
+// expire within the lease TTL of it. Both are asserted on the store's clock
+// as orders, never as a measured delay: how soon after an expiry a waiter
+// wakes depends on the machine's load, and is only logged.
 func TestCrashReclaimsLeases(t *testing.T) {
 	switch os.Getenv(envRole) {
 	case "crash-holder":
@@ -48,6 +52,7 @@ func TestCrashReclaimsLeases(t *testing.T) {
 		crashWaiter(t)
 		return
 	}
+	t.Parallel() // its own prefix; asserted on Redis time, as orders
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
 	dir := t.TempDir()
@@ -81,10 +86,29 @@ func TestCrashReclaimsLeases(t *testing.T) {
 		require.True(t, strings.HasPrefix(l.Call, "holder-"), l.Call)
 	}
 
+	// A renewal only moves an expiry later: the leases cannot expire
+	// before the times this snapshot shows.
+	var notBefore []time.Time
+	for _, l := range snap.Leases {
+		notBefore = append(notBefore, l.Expires)
+	}
 	require.NoError(t, holder.Process.Signal(syscall.SIGKILL))
-	killed := redisNow(t, rdb)
 	_ = holder.Wait()
+	// A renewal the holder sent as it died may still wait in Redis's
+	// input: the PING's round trip lets Redis run it, so the TIME after
+	// it is later than the holder's last command.
+	require.NoError(t, rdb.Ping(context.Background()).Err())
+	killed := redisNow(t, rdb)
 	t.Logf("holder (%d leases, TTL %v, renewed every %v) killed with SIGKILL", crashLeases, crashTTL, crashRenew)
+	// Nothing renews them now: each lease still live expires within the
+	// lease TTL of the kill.
+	left, err := s.Snapshot(context.Background(), crashScope)
+	require.NoError(t, err)
+	for _, l := range left.Leases {
+		if strings.HasPrefix(l.Call, "holder-") {
+			require.False(t, l.Expires.After(killed.Add(crashTTL)), "lease %s expires %v after the kill (TTL %v)", l.Call, l.Expires.Sub(killed), crashTTL)
+		}
+	}
 
 	// Every waiter logs the Redis time of its grant.
 	var grants []time.Time
@@ -101,19 +125,17 @@ func TestCrashReclaimsLeases(t *testing.T) {
 		}
 		return len(grants) == crashLeases
 	}, 10*time.Second, 20*time.Millisecond, "the waiters did not regain every slot")
-	first, last := grants[0], grants[0]
-	for _, g := range grants {
-		if g.Before(first) {
-			first = g
-		}
-		if g.After(last) {
-			last = g
-		}
-	}
+	slices.SortFunc(grants, time.Time.Compare)
+	slices.SortFunc(notBefore, time.Time.Compare)
+	first, last := grants[0], grants[len(grants)-1]
 	t.Logf("the other processes regained %d/%d in-flight slots: first %v, all %v after the kill (lease TTL %v)",
 		len(grants), crashLeases, first.Sub(killed).Round(time.Millisecond), last.Sub(killed).Round(time.Millisecond), crashTTL)
 	require.True(t, first.After(killed), "no slot was free before the kill")
-	require.LessOrEqual(t, last.Sub(killed), crashTTL+100*time.Millisecond, "slots regained within the lease TTL")
+	// A slot frees only when a lease expires: the k-th grant comes no
+	// earlier than the k-th expiry.
+	for k, g := range grants {
+		require.False(t, g.Before(notBefore[k]), "grant %d at %v, before the %d-th lease could expire (%v)", k, g.Sub(killed), k, notBefore[k].Sub(killed))
+	}
 }
 
 // crashHolder takes every slot, says so, and heartbeats until killed.

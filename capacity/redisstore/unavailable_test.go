@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,13 +19,27 @@ import (
 // closedClient returns a client pointed at a port nothing listens on.
 func closedClient(t *testing.T) *redis.Client {
 	t.Helper()
+	rdb, _ := countingClosedClient(t)
+	return rdb
+}
+
+// countingClosedClient returns a client pointed at a port nothing listens
+// on, and the number of dials it has tried so far.
+func countingClosedClient(t *testing.T) (*redis.Client, *atomic.Int64) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: 1})
+	dials := new(atomic.Int64)
+	d := &net.Dialer{Timeout: 200 * time.Millisecond}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: 1,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, network, addr)
+		}})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return rdb, dials
 }
 
 var unavailableScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "down"}
@@ -41,7 +56,8 @@ func unavailableReq(call string, l capacity.Limits) capacity.Request {
 // the first fail at once until the next probe.
 func TestFailClosed(t *testing.T) {
 	t.Parallel()
-	s, err := New(closedClient(t), Options{ProbeInterval: time.Minute})
+	rdb, dials := countingClosedClient(t)
+	s, err := New(rdb, Options{ProbeInterval: time.Minute})
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()
@@ -53,10 +69,13 @@ func TestFailClosed(t *testing.T) {
 	var netErr net.Error
 	require.True(t, errors.As(err, &netErr), "the cause is kept: %v", err)
 
-	start := time.Now()
+	// Failing at once is counted, not timed: the first call dialled, the
+	// calls after it (ProbeInterval is a minute) do not dial at all.
+	tried := dials.Load()
+	require.Positive(t, tried, "the first call dialled Redis")
 	_, err = s.Reserve(ctx, unavailableReq("b", l))
 	require.ErrorIs(t, err, capacity.ErrStoreUnavailable)
-	require.Less(t, time.Since(start), 50*time.Millisecond, "no dial until the next probe")
+	require.Equal(t, tried, dials.Load(), "no dial until the next probe")
 
 	le := capacity.Lease{Scope: unavailableScope, ID: "a#1", Call: "a", Attempt: 1}
 	for name, err := range map[string]error{
@@ -79,6 +98,7 @@ func TestFailClosed(t *testing.T) {
 	_, err = capacity.Wait(ctx, s, unavailableReq("c", l), capacity.WaitOptions{MaxWait: time.Second})
 	require.ErrorIs(t, err, capacity.ErrStoreUnavailable)
 	require.Positive(t, s.Stats().Unavailable)
+	require.Equal(t, tried, dials.Load(), "every operation failed without dialling")
 }
 
 // TestFallbackLocal: with Redis unreachable, a FallbackLocal store admits

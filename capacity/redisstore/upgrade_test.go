@@ -54,6 +54,7 @@ func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3 s of traffic")
 	}
+	t.Parallel() // a prefix of its own per version
 	for _, prev := range previousScripts {
 		t.Run(prev.version, func(t *testing.T) { rollingUpgrade(t, prev.version, prev.dir, prev.v3Ops) })
 	}

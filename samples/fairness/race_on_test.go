@@ -1,6 +1,0 @@
-//go:build race
-
-package main
-
-// raceEnabled reports that the test binary runs under the race detector.
-const raceEnabled = true
