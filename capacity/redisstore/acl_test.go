@@ -17,7 +17,7 @@ import (
 const aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
 	"+evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del " +
 	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +hincrby +hincrbyfloat +pexpire " +
-	"+zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +spublish +rpush +lrange +ltrim"
+	"+zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +zcount +spublish +rpush +lrange +ltrim"
 
 // TestACLUser: a store works as a Redis user restricted to its prefix and
 // the commands the package doc lists.

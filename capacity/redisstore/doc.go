@@ -88,7 +88,7 @@
 //	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
 //	  +evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del
 //	  +time +get +mget +set +hget +hmget +hset +hdel +hgetall +hincrby +hincrbyfloat +pexpire
-//	  +zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +spublish +rpush +lrange +ltrim
+//	  +zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +zcount +spublish +rpush +lrange +ltrim
 //
 // # Time
 //

@@ -284,3 +284,34 @@ func TestBlockDetailStored(t *testing.T) {
 	require.Len(t, snap.Blocks, 1)
 	require.Equal(t, "429 from provider", snap.Blocks[0].Detail)
 }
+
+// TestLeaseKeysExpiredFreeEverySlot: a Redis paused past every lease's
+// expiry and the lease keys' TTL comes back without the keys (DEL here,
+// as the TTL does): the scope's slots are free once the leases would have
+// expired, not held by a count of leases nothing lists.
+func TestLeaseKeysExpiredFreeEverySlot(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t, Options{})
+	ctx := context.Background()
+	k := s.keysFor(keysScope)
+	l := capacity.Limits{MaxInFlight: 2, RequestsPerMinute: 6000, SafetyMargin: 1}
+	reserve := func(call string) capacity.Reservation {
+		t.Helper()
+		res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: call, Attempt: 1, Charges: oneCharge(), TTL: 200 * time.Millisecond})
+		require.NoError(t, err)
+		return res
+	}
+	require.True(t, reserve("a").Granted)
+	require.True(t, reserve("b").Granted)
+	require.False(t, reserve("c").Granted, "both slots held")
+	require.NoError(t, rdb.Del(ctx, k.keys[keyLeases], k.keys[keyLeaseMarks], k.keys[keyLeaseExpiries]).Err())
+
+	// Safety net only: the slots come back at the next denial or by the
+	// leases' expiry (200 ms).
+	require.Eventually(t, func() bool { return reserve("c").Granted }, 10*time.Second, 20*time.Millisecond,
+		"a slot comes back once the leases would have expired")
+	snap, err := s.Snapshot(ctx, keysScope)
+	require.NoError(t, err)
+	require.Len(t, snap.Leases, 1, "c")
+	require.Equal(t, float64(1), snap.Level[capacity.InFlight], "one slot free: the lost leases hold none")
+}

@@ -544,7 +544,7 @@ end
 -- lease expiries), and returns the earliest live expiry (0: none), which
 -- becomes the exact next expiry.
 local function reclaimLeases()
-  local dead = 0
+  local dead, renewed = 0, 0
   for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_LEASE_EXPIRIES], '-inf', NOW)) do
     local le = getLease(c)
     if le and le.expires <= NOW then
@@ -552,9 +552,19 @@ local function reclaimLeases()
       dead = dead + 1
     elseif le then
       index.expiryPut(c, le.expires) -- renewed by scripts that keep no index
+      renewed = renewed + 1
     else
       index.expiryDrop(c)
     end
+  end
+  -- Counted from the sorted set (as reclaimTickets counts tickets), so
+  -- lease keys that expired leave no trace: a Redis paused past every
+  -- lease's expiry and the keys' TTL comes back with no lease, and every
+  -- slot is free again.
+  local live = call('ZCOUNT', KEYS[K_LEASE_EXPIRIES], '(' .. NOW, '+inf') + renewed
+  if S.leases > live then
+    dead = dead + S.leases - live
+    S.leases = live
   end
   local first = call('ZRANGEBYSCORE', KEYS[K_LEASE_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   S.next_lease_expiry = tonumber(first[2]) or 0
