@@ -18,11 +18,13 @@ import (
 const (
 	// MaxPerMinuteWait bounds a wait on a per-minute budget (requests or
 	// tokens per minute, a Gemini quota id "...PerMinute..."): the bucket
-	// refills fully within its minute. A rate limit on a per-minute budget
-	// stating a longer wait (beyond a second of rounding) is exhaustion, with
-	// ResetAt at most MaxDailyReset away: a per-minute limit stating a day
-	// is a daily quota spent behind it.
-	MaxPerMinuteWait = time.Minute
+	// refills fully within its minute, and a provider that also counts the
+	// requests it refuses (OpenAI does) can run it into debt of at most a
+	// bucket, paid off in the minute before. A rate limit on a per-minute
+	// budget stating a longer wait (beyond a second of rounding) is
+	// exhaustion, with ResetAt at most MaxDailyReset away: a per-minute
+	// limit stating a day is a daily quota spent behind it.
+	MaxPerMinuteWait = 2 * time.Minute
 	// MaxDailyReset bounds the wait or reset of a per-day budget: Gemini's
 	// daily quotas reset at the next midnight Pacific (25 hours away at most,
 	// on the day daylight saving time ends), OpenAI's daily limits roll over

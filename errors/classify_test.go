@@ -67,7 +67,7 @@ func TestClassifyHTTP(t *testing.T) {
 		want     want
 	}{
 		{
-			name: "per-minute wait past a minute is exhaustion", provider: capacity.OpenAI, status: 429,
+			name: "per-minute wait of five minutes is exhaustion", provider: capacity.OpenAI, status: 429,
 			header: with("retry-after", "300"),
 			body:   openAIBody("requests", "rate_limit_exceeded", "Rate limit reached on requests per min (RPM)."),
 			now:    t0,

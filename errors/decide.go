@@ -139,7 +139,7 @@ func (c Classifier) rateLimit(v *Verdict, ev *evidence, msg string, ref time.Tim
 	case daily || v.HasDimension && v.Dimension.PerDay() && !rolling:
 		v.Class, v.Reason = QuotaExhausted, ReasonDailyQuota
 		v.RetryAfter = min(stated, bounds.reset)
-	case stated > min(bounds.wait+waitRounding, c.maxRateLimitWait()):
+	case stated > min(bounds.wait, c.maxRateLimitWait())+waitRounding:
 		// Longer than a rate limit of its kind can mean: the budget is
 		// spent (an Azure OpenAI deployment out of quota for the day
 		// answers a per-minute limit with "retry after 86400 seconds").
