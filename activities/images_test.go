@@ -77,3 +77,7 @@ func TestEstimatesCountImagesByTheFormula(t *testing.T) {
 	}})
 	assert.Equal(t, int64(765), withImage-textOnly, "1024x1024 at high detail")
 }
+
+func pngB64(t testing.TB, w, h int) string {
+	return base64.StdEncoding.EncodeToString(pngOf(t, w, h))
+}

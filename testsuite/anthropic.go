@@ -13,12 +13,13 @@ import (
 type anthropicDialect struct{}
 
 type anthropicRequest struct {
-	Model     string             `json:"model"`
-	MaxTokens *int64             `json:"max_tokens"`
-	System    json.RawMessage    `json:"system"`
-	Messages  []anthropicMessage `json:"messages"`
-	Tools     []json.RawMessage  `json:"tools"`
-	Stream    bool               `json:"stream"`
+	Model      string             `json:"model"`
+	MaxTokens  *int64             `json:"max_tokens"`
+	System     json.RawMessage    `json:"system"`
+	Messages   []anthropicMessage `json:"messages"`
+	Tools      []json.RawMessage  `json:"tools"`
+	ToolChoice json.RawMessage    `json:"tool_choice"`
+	Stream     bool               `json:"stream"`
 }
 
 type anthropicMessage struct {
@@ -30,6 +31,10 @@ type anthropicBlock struct {
 	Type         string          `json:"type"`
 	Text         string          `json:"text"`
 	CacheControl json.RawMessage `json:"cache_control"`
+	Source       struct {
+		Type string `json:"type"`
+		Data string `json:"data"`
+	} `json:"source"`
 }
 
 func (anthropicDialect) provider() Provider { return Anthropic }
@@ -64,7 +69,8 @@ func (w *promptWalk) add(n int64, raw string, cached bool) {
 }
 
 // content walks a system prompt or message content: a string, or an array
-// of blocks (text blocks count their text, others their raw JSON).
+// of blocks (text blocks count their text, images by Anthropic's formula,
+// others their raw JSON).
 func (w *promptWalk) content(role string, raw json.RawMessage) bool {
 	w.add(MessageOverhead, role, false)
 	if len(raw) == 0 || raw[0] != '[' {
@@ -85,9 +91,13 @@ func (w *promptWalk) content(role string, raw json.RawMessage) bool {
 			return false
 		}
 		cached := len(b.CacheControl) > 0 && string(b.CacheControl) != "null"
-		if b.Type == "text" {
+		switch {
+		case b.Type == "text":
 			w.add(CountTokens(b.Text), b.Text, cached)
-		} else {
+		case b.Type == "image":
+			iw, ih, _ := imageSize(b.Source.Data)
+			w.add(anthropicImageTokens(iw, ih), string(br), cached)
+		default:
 			w.add(CountTokens(string(br)), string(br), cached)
 		}
 	}
@@ -130,7 +140,35 @@ func (anthropicDialect) parse(body []byte) (parsed, *failure) {
 		}
 	}
 	out.input, out.breakpoints = w.tokens, w.bps
+	out.shape = anthropicShape(&req)
 	return out, nil
+}
+
+// anthropicShape is a call of the tool tool_choice names, else of the
+// first tool, unless the last message carries a tool's result or
+// tool_choice is "none".
+func anthropicShape(req *anthropicRequest) answerShape {
+	if len(req.Tools) == 0 || bytes.Contains(req.Messages[len(req.Messages)-1].Content, []byte(`"tool_result"`)) {
+		return answerShape{}
+	}
+	var choice struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(req.ToolChoice, &choice)
+	if choice.Type == "none" {
+		return answerShape{}
+	}
+	for _, raw := range req.Tools {
+		var t struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		}
+		if json.Unmarshal(raw, &t) == nil && t.Name != "" && (choice.Name == "" || choice.Name == t.Name) && len(t.InputSchema) > 0 {
+			return answerShape{tool: t.Name, args: exampleJSON(t.InputSchema)}
+		}
+	}
+	return answerShape{}
 }
 
 func toolCached(raw json.RawMessage) bool {
@@ -270,19 +308,26 @@ func (anthropicDialect) writeFailure(w http.ResponseWriter, seq uint64, f *failu
 }
 
 type anthropicAnswer struct {
-	ID           string               `json:"id"`
-	Type         string               `json:"type"`
-	Role         string               `json:"role"`
-	Model        string               `json:"model"`
-	Content      []anthropicTextBlock `json:"content"`
-	StopReason   string               `json:"stop_reason"`
-	StopSequence *string              `json:"stop_sequence"`
-	Usage        anthropicUsage       `json:"usage"`
+	ID           string         `json:"id"`
+	Type         string         `json:"type"`
+	Role         string         `json:"role"`
+	Model        string         `json:"model"`
+	Content      []any          `json:"content"` // text blocks, then a tool_use block
+	StopReason   string         `json:"stop_reason"`
+	StopSequence *string        `json:"stop_sequence"`
+	Usage        anthropicUsage `json:"usage"`
 }
 
 type anthropicTextBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+}
+
+type anthropicToolUse struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
 }
 
 type anthropicUsage struct {
@@ -303,11 +348,16 @@ func (anthropicDialect) writeAnswer(w http.ResponseWriter, seq uint64, a *answer
 	u := a.usage
 	msg := anthropicAnswer{
 		ID: "msg_fake" + strconv.FormatUint(seq, 36), Type: "message", Role: "assistant", Model: a.model,
-		Content:    []anthropicTextBlock{{Type: "text", Text: answer(u.OutputTokens)}},
+		Content:    []any{anthropicTextBlock{Type: "text", Text: answer(u.OutputTokens)}},
 		StopReason: stop,
 		Usage: anthropicUsage{InputTokens: u.InputTokens - u.CacheReadTokens - u.CacheCreationTokens,
 			CacheCreationInputTokens: u.CacheCreationTokens, CacheReadInputTokens: u.CacheReadTokens,
 			OutputTokens: u.OutputTokens, ServiceTier: "standard"},
+	}
+	if a.shape.tool != "" {
+		msg.Content = append(msg.Content, anthropicToolUse{Type: "tool_use", ID: "toolu_fake" + strconv.FormatUint(seq, 36),
+			Name: a.shape.tool, Input: json.RawMessage(a.shape.args)})
+		msg.StopReason = "tool_use"
 	}
 	w.Header()["Request-Id"] = []string{anthropicRequestID(seq)}
 	body := marshal(msg)

@@ -7,7 +7,12 @@
 // generateContent, embedContent and batchEmbedContents wire formats, so the
 // official Go SDKs talk to it unchanged through their base-URL option. An
 // embedding model (Model.Embeddings) is served at the embeddings endpoints
-// only and charged its input only. It meters every dimension the way
+// only and charged its input only. Answers take the shape a request asks
+// for, as the providers' do: a request offering tools (and not carrying a
+// tool's result) is answered with a call of its first tool (or the one
+// tool_choice names), arguments built from the tool's schema; a request
+// for structured output with a JSON object built from its schema. Images
+// count by each provider's published formula from their size. It meters every dimension the way
 // the real services do — continuously refilling request and token buckets
 // per scope (model + API key), OpenAI's and Anthropic's token accounting,
 // daily quotas, a concurrency cap, per-minute or per-second enforcement — and

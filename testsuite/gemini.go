@@ -1,6 +1,7 @@
 package testsuite
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -39,7 +40,42 @@ type geminiRequest struct {
 		ThinkingConfig  *struct {
 			ThinkingBudget *int64 `json:"thinkingBudget"`
 		} `json:"thinkingConfig"`
+		ResponseSchema     json.RawMessage `json:"responseSchema"`
+		ResponseJSONSchema json.RawMessage `json:"responseJsonSchema"`
 	} `json:"generationConfig"`
+}
+
+// shape is a call of the first function declared, unless the last content
+// carries a function's response; else structured output from the response
+// schema.
+func (req *geminiRequest) shape() answerShape {
+	last := req.Contents[len(req.Contents)-1]
+	answered := false
+	for _, p := range last.Parts {
+		answered = answered || bytes.Contains(p, []byte(`"functionResponse"`))
+	}
+	if !answered {
+		for _, raw := range req.Tools {
+			var t struct {
+				FunctionDeclarations []struct {
+					Name       string          `json:"name"`
+					Parameters json.RawMessage `json:"parameters"`
+				} `json:"functionDeclarations"`
+			}
+			if json.Unmarshal(raw, &t) == nil && len(t.FunctionDeclarations) > 0 && t.FunctionDeclarations[0].Name != "" {
+				f := t.FunctionDeclarations[0]
+				return answerShape{tool: f.Name, args: exampleJSON(f.Parameters)}
+			}
+		}
+	}
+	if gc := req.GenerationConfig; gc != nil {
+		for _, schema := range []json.RawMessage{gc.ResponseSchema, gc.ResponseJSONSchema} {
+			if len(schema) > 0 && string(schema) != "null" {
+				return answerShape{json: exampleJSON(schema)}
+			}
+		}
+	}
+	return answerShape{}
 }
 
 type geminiContent struct {
@@ -82,20 +118,28 @@ func geminiInvalid(msg string) *failure {
 	return &failure{status: http.StatusBadRequest, cause: CauseBadRequest, errType: "INVALID_ARGUMENT", message: msg}
 }
 
-// content counts one Content: MessageOverhead, then each part's text, or
-// its raw JSON for any other part.
+// content counts one Content: MessageOverhead, then each part's text, an
+// inline image by Gemini's formula, or its raw JSON for any other part.
 func geminiContentTokens(c *geminiContent) (int64, bool) {
 	n := int64(MessageOverhead)
 	for _, raw := range c.Parts {
 		var p struct {
-			Text *string `json:"text"`
+			Text       *string `json:"text"`
+			InlineData *struct {
+				MIMEType string `json:"mimeType"`
+				Data     string `json:"data"`
+			} `json:"inlineData"`
 		}
 		if json.Unmarshal(raw, &p) != nil {
 			return 0, false
 		}
-		if p.Text != nil {
+		switch {
+		case p.Text != nil:
 			n += CountTokens(*p.Text)
-		} else {
+		case p.InlineData != nil && strings.HasPrefix(p.InlineData.MIMEType, "image/"):
+			w, h, _ := imageSize(p.InlineData.Data)
+			n += geminiImageTokens(w, h)
+		default:
 			n += CountTokens(string(raw))
 		}
 	}
@@ -141,6 +185,7 @@ func (g geminiDialect) parse(body []byte) (parsed, *failure) {
 		}
 		out.input += n
 	}
+	out.shape = req.shape()
 	return out, nil
 }
 
@@ -341,8 +386,15 @@ type geminiCandidate struct {
 }
 
 type geminiAnswerContent struct {
-	Parts []geminiTextPart `json:"parts"`
-	Role  string           `json:"role"`
+	Parts []any  `json:"parts"` // text parts, or a function call
+	Role  string `json:"role"`
+}
+
+type geminiFunctionCall struct {
+	FunctionCall struct {
+		Name string          `json:"name"`
+		Args json.RawMessage `json:"args"`
+	} `json:"functionCall"`
 }
 
 type geminiTextPart struct {
@@ -373,7 +425,7 @@ func (geminiDialect) writeAnswer(w http.ResponseWriter, seq uint64, a *answerInf
 	thoughts := min(a.thinking, a.usage.OutputTokens/2)
 	visible := a.usage.OutputTokens - thoughts
 	msg := geminiAnswer{
-		Candidates: []geminiCandidate{{Content: geminiAnswerContent{Parts: []geminiTextPart{{Text: answer(visible)}}, Role: "model"},
+		Candidates: []geminiCandidate{{Content: geminiAnswerContent{Parts: geminiParts(a.shape, visible), Role: "model"},
 			FinishReason: finish}},
 		UsageMetadata: geminiUsageMetadata{PromptTokenCount: a.usage.InputTokens, CandidatesTokenCount: visible,
 			ThoughtsTokenCount: thoughts, TotalTokenCount: a.usage.InputTokens + a.usage.OutputTokens,
@@ -382,6 +434,20 @@ func (geminiDialect) writeAnswer(w http.ResponseWriter, seq uint64, a *answerInf
 		ResponseID:   "fake" + strconv.FormatUint(seq, 36),
 	}
 	writeJSON(w, http.StatusOK, marshal(msg))
+}
+
+// geminiParts is the answer's parts: a function call, structured output,
+// or visible tokens of text.
+func geminiParts(shape answerShape, visible int64) []any {
+	switch {
+	case shape.tool != "":
+		var call geminiFunctionCall
+		call.FunctionCall.Name, call.FunctionCall.Args = shape.tool, json.RawMessage(shape.args)
+		return []any{call}
+	case shape.json != "":
+		return []any{geminiTextPart{Text: shape.json}}
+	}
+	return []any{geminiTextPart{Text: answer(visible)}}
 }
 
 // geminiPacific is where Gemini's per-day quotas reset: midnight Pacific.

@@ -21,6 +21,54 @@ type openaiRequest struct {
 	MaxCompletionTokens *int64            `json:"max_completion_tokens"`
 	Stream              bool              `json:"stream"`
 	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ResponseFormat      *struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+}
+
+// openaiTool is a function tool's name and parameter schema.
+type openaiTool struct {
+	Function struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// shape is the answer the request asks for: a call of the tool
+// tool_choice names, else of the first tool, unless the last message is a
+// tool's result or tool_choice is "none"; else structured output.
+func (req *openaiRequest) shape() answerShape {
+	var choice struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	var mode string
+	_ = json.Unmarshal(req.ToolChoice, &mode)
+	_ = json.Unmarshal(req.ToolChoice, &choice)
+	last := req.Messages[len(req.Messages)-1].Role
+	if len(req.Tools) > 0 && last != "tool" && mode != "none" {
+		for _, raw := range req.Tools {
+			var t openaiTool
+			if json.Unmarshal(raw, &t) == nil && t.Function.Name != "" &&
+				(choice.Function.Name == "" || choice.Function.Name == t.Function.Name) {
+				return answerShape{tool: t.Function.Name, args: exampleJSON(t.Function.Parameters)}
+			}
+		}
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "json_schema":
+			return answerShape{json: exampleJSON(rf.JSONSchema.Schema)}
+		case "json_object":
+			return answerShape{json: `{"text":"tok"}`}
+		}
+	}
+	return answerShape{}
 }
 
 type openaiMessage struct {
@@ -30,8 +78,12 @@ type openaiMessage struct {
 }
 
 type openaiPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail"`
+	} `json:"image_url"`
 }
 
 func (openaiDialect) provider() Provider { return OpenAI }
@@ -93,11 +145,13 @@ func (openaiDialect) parse(body []byte) (parsed, *failure) {
 	if req.Stream {
 		return out, openaiInvalid("Streaming is not supported by the tollgate fake provider.", "stream", "unsupported_value")
 	}
+	out.shape = req.shape()
 	return out, nil
 }
 
 // openaiContentTokens counts a message content: a string, null, or an array
-// of parts (text parts count their text, others their raw JSON).
+// of parts (text parts count their text, images by OpenAI's formula, others
+// their raw JSON).
 func openaiContentTokens(raw json.RawMessage) (int64, bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, true
@@ -120,9 +174,13 @@ func openaiContentTokens(raw json.RawMessage) (int64, bool) {
 			if json.Unmarshal(pr, &part) != nil {
 				return 0, false
 			}
-			if part.Type == "text" {
+			switch part.Type {
+			case "text":
 				n += CountTokens(part.Text)
-			} else {
+			case "image_url":
+				w, h, _ := dataURLSize(part.ImageURL.URL)
+				n += openaiImageTokens(w, h, part.ImageURL.Detail)
+			default:
 				n += CountTokens(string(pr))
 			}
 		}
@@ -282,10 +340,20 @@ type openaiChoice struct {
 }
 
 type openaiAnswerMessage struct {
-	Role        string     `json:"role"`
-	Content     string     `json:"content"`
-	Refusal     *string    `json:"refusal"`
-	Annotations []struct{} `json:"annotations"`
+	Role        string           `json:"role"`
+	Content     *string          `json:"content"`
+	Refusal     *string          `json:"refusal"`
+	Annotations []struct{}       `json:"annotations"`
+	ToolCalls   []openaiToolCall `json:"tool_calls,omitempty"`
+}
+
+type openaiToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 type openaiUsage struct {
@@ -310,11 +378,21 @@ func (openaiDialect) writeAnswer(w http.ResponseWriter, seq uint64, a *answerInf
 	if a.usage.OutputTokens >= a.maxTok {
 		finish = "length"
 	}
+	text := answer(a.usage.OutputTokens)
+	msg := openaiAnswerMessage{Role: "assistant", Content: &text, Annotations: []struct{}{}}
+	switch {
+	case a.shape.tool != "":
+		var call openaiToolCall
+		call.ID, call.Type = "call_"+strconv.FormatUint(seq, 36), "function"
+		call.Function.Name, call.Function.Arguments = a.shape.tool, a.shape.args
+		msg.Content, msg.ToolCalls, finish = nil, []openaiToolCall{call}, "tool_calls"
+	case a.shape.json != "":
+		msg.Content = &a.shape.json
+	}
 	c := openaiCompletion{
 		ID: "chatcmpl-" + strconv.FormatUint(seq, 36), Object: "chat.completion", Created: a.now.Unix(),
 		Model: a.model, ServiceTier: "default", SystemFingerprint: "fp_tollgate",
-		Choices: []openaiChoice{{Message: openaiAnswerMessage{Role: "assistant",
-			Content: answer(a.usage.OutputTokens), Annotations: []struct{}{}}, FinishReason: finish}},
+		Choices: []openaiChoice{{Message: msg, FinishReason: finish}},
 		Usage: openaiUsage{PromptTokens: a.usage.InputTokens, CompletionTokens: a.usage.OutputTokens,
 			TotalTokens: a.usage.InputTokens + a.usage.OutputTokens},
 	}

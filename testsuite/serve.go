@@ -21,6 +21,9 @@ type parsed struct {
 	thinking    int64 // Gemini thinkingBudget; 0 if absent
 	// embedding is set for an embeddings request.
 	embedding *embeddingRequest
+	// shape is what the answer carries beside text: a tool call,
+	// structured output.
+	shape answerShape
 }
 
 // failure is an error answer, rendered by a dialect in its provider's shape.
@@ -47,6 +50,8 @@ type answerInfo struct {
 	thinking int64
 	// embedding is the embeddings request answered, if it is one.
 	embedding *embeddingRequest
+	// shape is what the answer carries beside text.
+	shape answerShape
 }
 
 // dialect is one provider's wire format.
@@ -196,7 +201,7 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect)
 		p.record(&e, 0, CauseConnReset)
 		resetConn(w)
 	default:
-		ans := &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking, embedding: req.embedding}
+		ans := &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking, embedding: req.embedding, shape: req.shape}
 		if flt.garbage {
 			p.record(&e, http.StatusOK, CauseGarbage)
 			writeGarbage(w, flt.kind, e.Seq, func(h http.Header) {
