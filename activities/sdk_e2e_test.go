@@ -9,6 +9,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -52,6 +53,13 @@ func OpenAICompletionWorkflow(ctx workflow.Context, req activities.OpenAIChatCom
 	return res, err
 }
 
+// OpenAIResponseWorkflow makes one Responses API call.
+func OpenAIResponseWorkflow(ctx workflow.Context, req activities.OpenAIResponseRequest) (activities.OpenAIResponseResult, error) {
+	var res activities.OpenAIResponseResult
+	_, err := workflows.CallModel(ctx, callOptions, capacity.Standard, []workflows.Call{{Activity: "Response", Input: req}}, &res)
+	return res, err
+}
+
 // AnthropicMessageWorkflow makes one Messages call.
 func AnthropicMessageWorkflow(ctx workflow.Context, req activities.AnthropicMessageRequest) (activities.AnthropicMessageResult, error) {
 	var res activities.AnthropicMessageResult
@@ -66,10 +74,21 @@ func GeminiContentWorkflow(ctx workflow.Context, req activities.GeminiContentReq
 	return res, err
 }
 
+// openAIResponseRequest is a Responses API request with instructions and
+// a function tool.
+func openAIResponseRequest() activities.OpenAIResponseRequest {
+	return activities.OpenAIResponseRequest{Params: responses.ResponseNewParams{
+		Model: "gpt-4o", MaxOutputTokens: openai.Int(100), Instructions: openai.String("be brief"),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Lyon?")},
+		Tools: []responses.ToolUnionParam{responses.ToolParamOfFunction("get_weather",
+			map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}, true)},
+	}}
+}
+
 // TestSDKRequestsThroughTheGate runs the full request types through the
 // gate on a dev server against the fake provider: a tool-calling round
-// trip, structured output, an image, an Anthropic cached prompt and tool
-// use, and a Gemini function call; every call admitted with no 429, and
+// trip, structured output, an image, a Responses API call, an Anthropic
+// cached prompt and tool use, and a Gemini function call; every call admitted with no 429, and
 // the usage each result reports is the provider's record.
 func TestSDKRequestsThroughTheGate(t *testing.T) {
 	if testing.Short() {
@@ -111,7 +130,7 @@ func TestSDKRequestsThroughTheGate(t *testing.T) {
 	for _, a := range []any{oa, an, gm} {
 		w.RegisterActivity(a)
 	}
-	for _, wf := range []any{OpenAIToolRoundTripWorkflow, OpenAICompletionWorkflow, AnthropicMessageWorkflow, GeminiContentWorkflow} {
+	for _, wf := range []any{OpenAIToolRoundTripWorkflow, OpenAICompletionWorkflow, OpenAIResponseWorkflow, AnthropicMessageWorkflow, GeminiContentWorkflow} {
 		w.RegisterWorkflow(wf)
 	}
 	require.NoError(t, w.Start())
@@ -174,6 +193,17 @@ func TestSDKRequestsThroughTheGate(t *testing.T) {
 		run(t, OpenAICompletionWorkflow, req, &res)
 		assert.Less(t, res.Usage.InputTokens, int64(800), "the image by its formula (765), not its bytes")
 		assert.Greater(t, res.Usage.InputTokens, int64(765))
+		add(res.Usage)
+	})
+	t.Run("OpenAIResponses", func(t *testing.T) {
+		req := openAIResponseRequest()
+		req.Credential, req.Params.Model = "e2e", openaiModel
+		var res activities.OpenAIResponseResult
+		run(t, OpenAIResponseWorkflow, req, &res)
+		require.NotEmpty(t, res.Response.Output)
+		call := res.Response.Output[0]
+		assert.Equal(t, "function_call", call.Type)
+		assert.Equal(t, "get_weather", call.Name)
 		add(res.Usage)
 	})
 	t.Run("AnthropicCachedPromptAndTools", func(t *testing.T) {

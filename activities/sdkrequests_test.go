@@ -101,6 +101,12 @@ func TestSDKRequestsSurviveThePayloadConverter(t *testing.T) {
 	var g2 activities.GeminiContentRequest
 	roundTrip(g, &g2)
 	assert.Equal(t, g.TollgateCall(), g2.TollgateCall())
+
+	r := openAIResponseRequest()
+	var r2 activities.OpenAIResponseRequest
+	roundTrip(r, &r2)
+	assert.Equal(t, r.TollgateCall(), r2.TollgateCall())
+	assert.Equal(t, int64(100), r.TollgateCall().Demand.MaxTokens)
 }
 
 // TestSDKRequestsCharge: what each full request charges, from its own

@@ -2,8 +2,8 @@
 // that calls LLM providers under rate limits.
 //
 // Its centrepiece is FakeProvider: an HTTP server on 127.0.0.1 speaking the
-// OpenAI chat completions (POST /v1/chat/completions) and embeddings (POST
-// /v1/embeddings), Anthropic messages (POST /v1/messages) and Gemini
+// OpenAI chat completions (POST /v1/chat/completions), Responses (POST
+// /v1/responses) and embeddings (POST /v1/embeddings), Anthropic messages (POST /v1/messages) and Gemini
 // generateContent, embedContent and batchEmbedContents wire formats, so the
 // official Go SDKs talk to it unchanged through their base-URL option. An
 // embedding model (Model.Embeddings) is served at the embeddings endpoints

@@ -14,6 +14,7 @@ var fuzzPaths = []string{
 	"/v1/chat/completions",
 	"/v1/messages",
 	"/v1/embeddings",
+	"/v1/responses",
 	"/v1beta/models/" + testsuite.DefaultGeminiEmbeddingModel + ":embedContent",
 	"/v1beta/models/" + testsuite.DefaultGeminiEmbeddingModel + ":batchEmbedContents",
 }
@@ -32,6 +33,8 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"model":"text-embedding-3-small","input":"x","dimensions":0}`,
 		`{"content":{"parts":[{"text":"hi"}]},"outputDimensionality":3}`,
 		`{"requests":[{"model":"models/gemini-embedding-001","content":{"parts":[{"text":"hi"}]}}]}`,
+		`{"model":"gpt-4o-mini","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"max_output_tokens":16,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]}`,
+		`{"model":"gpt-4o-mini","input":"hi","text":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"a":{"type":"array","items":{"type":"string"}}}}}}}`,
 		`{"stream":true}`, `[]`, `null`, `{"messages":"x"}`, "",
 	} {
 		for i := range fuzzPaths {

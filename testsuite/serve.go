@@ -72,8 +72,8 @@ type dialect interface {
 }
 
 // ServeHTTP routes POST /v1/chat/completions (and /chat/completions) to the
-// OpenAI dialect, POST /v1/embeddings (and /embeddings) to OpenAI's
-// embeddings, POST /v1/messages to the Anthropic dialect, and POST
+// OpenAI dialect, POST /v1/responses to its Responses API, POST
+// /v1/embeddings (and /embeddings) to OpenAI's embeddings, POST /v1/messages to the Anthropic dialect, and POST
 // /v1beta/models/{model}:generateContent, :embedContent and
 // :batchEmbedContents to Gemini's. Anything else gets an OpenAI-shaped 404
 // or 405.
@@ -84,6 +84,8 @@ func (p *FakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "/v1/chat/completions", path == "/chat/completions":
 		dl = openaiDialect{org: p.opts.Organization}
+	case path == "/v1/responses", path == "/responses":
+		dl = openaiResponsesDialect{openaiDialect{org: p.opts.Organization}}
 	case path == "/v1/embeddings", path == "/embeddings":
 		dl = openaiEmbeddingsDialect{openaiDialect{org: p.opts.Organization}}
 	case path == "/v1/messages":
