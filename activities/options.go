@@ -24,7 +24,18 @@ type ClientOptions struct {
 	// RequestTimeout bounds one request. If zero, only the activity's
 	// context bounds it.
 	RequestTimeout time.Duration
+	// Sink receives the text of streamed calls (OpenAI.ChatCompletionStream)
+	// as it arrives. If nil, the text is only in the result.
+	Sink StreamSink
 }
+
+// StreamSink receives the text of a streamed call as it arrives, delta by
+// delta and in order, for example to publish it to a user interface; ctx
+// is the activity's (activity.GetInfo says which workflow and call). It
+// runs between reads of the stream, so it should be quick. An error stops
+// the stream and fails the attempt: the call was sent, its outcome is
+// unknown, and it keeps its whole reservation.
+type StreamSink func(ctx context.Context, delta string) error
 
 func (o ClientOptions) check(name string) error {
 	if o.Credentials == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +54,13 @@ func OpenAICompletionWorkflow(ctx workflow.Context, req activities.OpenAIChatCom
 	return res, err
 }
 
+// OpenAIStreamWorkflow makes one streamed Chat Completions call.
+func OpenAIStreamWorkflow(ctx workflow.Context, req activities.OpenAIChatCompletionRequest) (activities.OpenAIChatCompletionResult, error) {
+	var res activities.OpenAIChatCompletionResult
+	_, err := workflows.CallModel(ctx, callOptions, capacity.Interactive, []workflows.Call{{Activity: "ChatCompletionStream", Input: req}}, &res)
+	return res, err
+}
+
 // OpenAIResponseWorkflow makes one Responses API call.
 func OpenAIResponseWorkflow(ctx workflow.Context, req activities.OpenAIResponseRequest) (activities.OpenAIResponseResult, error) {
 	var res activities.OpenAIResponseResult
@@ -87,7 +95,8 @@ func openAIResponseRequest() activities.OpenAIResponseRequest {
 
 // TestSDKRequestsThroughTheGate runs the full request types through the
 // gate on a dev server against the fake provider: a tool-calling round
-// trip, structured output, an image, a Responses API call, an Anthropic
+// trip, structured output, an image, a streamed call (its text to the
+// sink, its usage from the last event), a Responses API call, an Anthropic
 // cached prompt and tool use, and a Gemini function call; every call admitted with no 429, and
 // the usage each result reports is the provider's record.
 func TestSDKRequestsThroughTheGate(t *testing.T) {
@@ -120,7 +129,15 @@ func TestSDKRequestsThroughTheGate(t *testing.T) {
 	})
 	require.NoError(t, err)
 	creds := activities.StaticCredentials{"e2e": e2eKey}
-	oa, err := activities.NewOpenAI(activities.OpenAIOptions{Credentials: creds, BaseURL: fp.OpenAIBaseURL()})
+	var streamed []string // what the sink received
+	var streamedMu sync.Mutex
+	sink := func(_ context.Context, delta string) error {
+		streamedMu.Lock()
+		defer streamedMu.Unlock()
+		streamed = append(streamed, delta)
+		return nil
+	}
+	oa, err := activities.NewOpenAI(activities.OpenAIOptions{Credentials: creds, BaseURL: fp.OpenAIBaseURL(), Sink: sink})
 	require.NoError(t, err)
 	an, err := activities.NewAnthropic(activities.AnthropicOptions{Credentials: creds, BaseURL: fp.AnthropicBaseURL()})
 	require.NoError(t, err)
@@ -130,7 +147,7 @@ func TestSDKRequestsThroughTheGate(t *testing.T) {
 	for _, a := range []any{oa, an, gm} {
 		w.RegisterActivity(a)
 	}
-	for _, wf := range []any{OpenAIToolRoundTripWorkflow, OpenAICompletionWorkflow, OpenAIResponseWorkflow, AnthropicMessageWorkflow, GeminiContentWorkflow} {
+	for _, wf := range []any{OpenAIToolRoundTripWorkflow, OpenAICompletionWorkflow, OpenAIStreamWorkflow, OpenAIResponseWorkflow, AnthropicMessageWorkflow, GeminiContentWorkflow} {
 		w.RegisterWorkflow(wf)
 	}
 	require.NoError(t, w.Start())
@@ -193,6 +210,19 @@ func TestSDKRequestsThroughTheGate(t *testing.T) {
 		run(t, OpenAICompletionWorkflow, req, &res)
 		assert.Less(t, res.Usage.InputTokens, int64(800), "the image by its formula (765), not its bytes")
 		assert.Greater(t, res.Usage.InputTokens, int64(765))
+		add(res.Usage)
+	})
+	t.Run("OpenAIStream", func(t *testing.T) {
+		req := chat(t)
+		var res activities.OpenAIChatCompletionResult
+		run(t, OpenAIStreamWorkflow, req, &res)
+		streamedMu.Lock()
+		deltas := append([]string(nil), streamed...)
+		streamedMu.Unlock()
+		assert.Len(t, deltas, 12, "a delta per token, to the sink")
+		assert.Equal(t, strings.Join(deltas, ""), res.Completion.Choices[0].Message.Content, "the result adds the deltas up")
+		assert.False(t, res.UsageMissing, "the usage came in the stream's last event")
+		assert.Equal(t, int64(12), res.Usage.OutputTokens)
 		add(res.Usage)
 	})
 	t.Run("OpenAIResponses", func(t *testing.T) {

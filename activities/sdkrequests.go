@@ -76,12 +76,15 @@ func (r OpenAIChatCompletionRequest) validate() error {
 type OpenAIChatCompletionResult struct {
 	Completion openai.ChatCompletion
 	Usage      capacity.Usage
-	Header     http.Header
+	// UsageMissing says the provider reported no usage (a stream without
+	// its usage event): the call keeps its whole reservation.
+	UsageMissing bool
+	Header       http.Header
 }
 
 // TollgateReport implements interceptor.ModelResult.
 func (r OpenAIChatCompletionResult) TollgateReport() interceptor.Report {
-	return interceptor.Report{Usage: r.Usage, HasUsage: true, Header: r.Header}
+	return interceptor.Report{Usage: r.Usage, HasUsage: !r.UsageMissing, Header: r.Header}
 }
 
 // ChatCompletion sends the request as it is, with SDK retries off; errors

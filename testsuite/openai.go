@@ -22,7 +22,10 @@ type openaiRequest struct {
 	Stream              bool              `json:"stream"`
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
-	ResponseFormat      *struct {
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	ResponseFormat *struct {
 		Type       string `json:"type"`
 		JSONSchema struct {
 			Schema json.RawMessage `json:"schema"`
@@ -142,9 +145,10 @@ func (openaiDialect) parse(body []byte) (parsed, *failure) {
 		return out, openaiInvalid(fmt.Sprintf("Invalid 'max_tokens': integer below minimum value. Expected a value >= 1, but got %d instead.", out.maxTokens),
 			"max_tokens", "integer_below_min_value")
 	}
-	if req.Stream {
-		return out, openaiInvalid("Streaming is not supported by the tollgate fake provider.", "stream", "unsupported_value")
+	if req.StreamOptions != nil && !req.Stream {
+		return out, openaiInvalid("The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "invalid_value")
 	}
+	out.streamUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	out.shape = req.shape()
 	return out, nil
 }
@@ -397,6 +401,49 @@ func (openaiDialect) writeAnswer(w http.ResponseWriter, seq uint64, a *answerInf
 			TotalTokens: a.usage.InputTokens + a.usage.OutputTokens},
 	}
 	w.Header()["X-Request-Id"] = []string{openaiRequestID(seq)}
+	if a.stream {
+		writeOpenAIStream(w, &c, a.streamUsage)
+		return
+	}
 	body := marshal(c)
 	writeJSON(w, http.StatusOK, body)
+}
+
+// writeOpenAIStream writes completion c as server-sent chat.completion.chunk
+// events: the role, a delta per token of text (or the tool call at once),
+// the finish reason, with includeUsage a last chunk with the usage and no
+// choices, then [DONE].
+func writeOpenAIStream(w http.ResponseWriter, c *openaiCompletion, includeUsage bool) {
+	h := w.Header()
+	h["Content-Type"] = []string{"text/event-stream"}
+	w.WriteHeader(http.StatusOK)
+	chunk := func(delta map[string]any, finish *string, usage *openaiUsage) {
+		choices := []any{}
+		if delta != nil {
+			choices = append(choices, map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil})
+		}
+		ev := map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model,
+			"system_fingerprint": c.SystemFingerprint, "choices": choices, "usage": usage}
+		_, _ = w.Write(append(append([]byte("data: "), marshal(ev)...), "\n\n"...))
+	}
+	msg := c.Choices[0].Message
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
+	switch {
+	case len(msg.ToolCalls) > 0:
+		call := msg.ToolCalls[0]
+		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": call.ID, "type": "function",
+			"function": map[string]any{"name": call.Function.Name, "arguments": call.Function.Arguments}}}}, nil, nil)
+	case msg.Content != nil:
+		for _, piece := range strings.SplitAfter(*msg.Content, " ") {
+			if piece != "" {
+				chunk(map[string]any{"content": piece}, nil, nil)
+			}
+		}
+	}
+	finish := c.Choices[0].FinishReason
+	chunk(map[string]any{}, &finish, nil)
+	if includeUsage {
+		chunk(nil, nil, &c.Usage)
+	}
+	_, _ = w.Write([]byte("data: [DONE]\n\n"))
 }

@@ -24,6 +24,9 @@ type parsed struct {
 	// shape is what the answer carries beside text: a tool call,
 	// structured output.
 	shape answerShape
+	// streamUsage asks a streamed answer for a last chunk with the usage
+	// (OpenAI's stream_options.include_usage).
+	streamUsage bool
 }
 
 // failure is an error answer, rendered by a dialect in its provider's shape.
@@ -52,6 +55,9 @@ type answerInfo struct {
 	embedding *embeddingRequest
 	// shape is what the answer carries beside text.
 	shape answerShape
+	// stream asks for the answer as server-sent events; streamUsage for a
+	// last event with the usage.
+	stream, streamUsage bool
 }
 
 // dialect is one provider's wire format.
@@ -203,7 +209,8 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request, dl dialect)
 		p.record(&e, 0, CauseConnReset)
 		resetConn(w)
 	default:
-		ans := &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking, embedding: req.embedding, shape: req.shape}
+		ans := &answerInfo{model: m.Name, now: done, usage: e.Usage, maxTok: d.maxTokens, thinking: req.thinking, embedding: req.embedding, shape: req.shape,
+			stream: req.stream, streamUsage: req.streamUsage}
 		if flt.garbage {
 			p.record(&e, http.StatusOK, CauseGarbage)
 			writeGarbage(w, flt.kind, e.Seq, func(h http.Header) {
