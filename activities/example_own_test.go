@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -80,7 +81,7 @@ func Example_ownActivity() {
 	env := ts.NewTestWorkflowEnvironment()
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
 	plugin, _ := interceptor.NewPlugin(interceptor.Options{Store: store})
-	env.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
+	env.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}, DeadlockDetectionTimeout: time.Minute})
 	env.RegisterActivity(&Summarizer{Options: activities.ClientOptions{BaseURL: fp.OpenAIBaseURL(),
 		Credentials: activities.StaticCredentials{"default": testsuite.DefaultKey}}})
 	env.ExecuteWorkflow(func(ctx workflow.Context) (Summary, error) {

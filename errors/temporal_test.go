@@ -3,6 +3,7 @@ package errors
 import (
 	"context"
 	stderrors "errors"
+	"go.temporal.io/sdk/worker"
 	"log/slog"
 	"testing"
 	"time"
@@ -87,6 +88,8 @@ func runFailingActivity(t *testing.T, conv Converter, v Verdict, maxAttempts int
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := s.NewTestWorkflowEnvironment()
+	// A minute, not a second: a loaded machine can pause a workflow longer.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	var out seen
 	env.RegisterActivityWithOptions(func(ctx context.Context) error {
 		out.attempts++

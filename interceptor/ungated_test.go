@@ -79,7 +79,7 @@ func TestUngatedModelCallIsCountedAndLogged(t *testing.T) {
 				Logger: logs,
 			})
 			require.NoError(t, err)
-			e.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}})
+			e.SetWorkerOptions(worker.Options{Plugins: []worker.Plugin{plugin}, DeadlockDetectionTimeout: deadlockTimeout})
 			ran := 0
 			e.RegisterActivityWithOptions(func(_ context.Context, in PointerCall) (string, error) {
 				ran++

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"go.temporal.io/sdk/worker"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ func TestCallModelRefusesInputsTheGateCannotSee(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
+			env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockTimeout})
 			scheduled := 0
 			env.RegisterActivityWithOptions(func(ctx context.Context, _ any) (string, error) {
 				scheduled++
@@ -130,6 +132,7 @@ func run(t *testing.T, opts workflows.Options, primary []func() (string, error),
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockTimeout})
 	calls := 0
 	env.RegisterActivityWithOptions(func(ctx context.Context, in Input) (string, error) {
 		f := primary[min(calls, len(primary)-1)]
@@ -223,6 +226,7 @@ func TestCallModelPausesUntilSignalled(t *testing.T) {
 	single := []workflows.Call{{Activity: "Primary", Input: Input{}}}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: deadlockTimeout})
 	calls := 0
 	env.RegisterActivityWithOptions(func(ctx context.Context, in Input) (string, error) {
 		calls++

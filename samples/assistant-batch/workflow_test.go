@@ -2,6 +2,7 @@ package assistantbatch_test
 
 import (
 	"context"
+	"go.temporal.io/sdk/worker"
 	"io"
 	"path/filepath"
 	"sync"
@@ -22,6 +23,8 @@ import (
 func TestWorkflowsRouteClassesToTheirQueues(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	// A minute, not a second: a loaded machine can pause a workflow longer.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	var (
 		mu      sync.Mutex
 		classes []capacity.Class
