@@ -24,8 +24,8 @@ type ClientOptions struct {
 	// RequestTimeout bounds one request. If zero, only the activity's
 	// context bounds it.
 	RequestTimeout time.Duration
-	// Sink receives the text of streamed calls (OpenAI.ChatCompletionStream)
-	// as it arrives. If nil, the text is only in the result.
+	// Sink receives the text of streamed calls (OpenAI.ChatCompletionStream,
+	// Anthropic.CreateMessageStream) as it arrives. If nil, the text is only in the result.
 	Sink StreamSink
 }
 

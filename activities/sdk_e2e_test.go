@@ -61,6 +61,13 @@ func OpenAIStreamWorkflow(ctx workflow.Context, req activities.OpenAIChatComplet
 	return res, err
 }
 
+// AnthropicStreamWorkflow makes one streamed Messages call.
+func AnthropicStreamWorkflow(ctx workflow.Context, req activities.AnthropicMessageRequest) (activities.AnthropicMessageResult, error) {
+	var res activities.AnthropicMessageResult
+	_, err := workflows.CallModel(ctx, callOptions, capacity.Interactive, []workflows.Call{{Activity: "CreateMessageStream", Input: req}}, &res)
+	return res, err
+}
+
 // OpenAIResponseWorkflow makes one Responses API call.
 func OpenAIResponseWorkflow(ctx workflow.Context, req activities.OpenAIResponseRequest) (activities.OpenAIResponseResult, error) {
 	var res activities.OpenAIResponseResult
@@ -139,7 +146,7 @@ func TestSDKRequestsThroughTheGate(t *testing.T) {
 	}
 	oa, err := activities.NewOpenAI(activities.OpenAIOptions{Credentials: creds, BaseURL: fp.OpenAIBaseURL(), Sink: sink})
 	require.NoError(t, err)
-	an, err := activities.NewAnthropic(activities.AnthropicOptions{Credentials: creds, BaseURL: fp.AnthropicBaseURL()})
+	an, err := activities.NewAnthropic(activities.AnthropicOptions{Credentials: creds, BaseURL: fp.AnthropicBaseURL(), Sink: sink})
 	require.NoError(t, err)
 	gm, err := activities.NewGemini(activities.GeminiOptions{Credentials: creds, BaseURL: fp.GeminiBaseURL()})
 	require.NoError(t, err)
@@ -147,7 +154,7 @@ func TestSDKRequestsThroughTheGate(t *testing.T) {
 	for _, a := range []any{oa, an, gm} {
 		w.RegisterActivity(a)
 	}
-	for _, wf := range []any{OpenAIToolRoundTripWorkflow, OpenAICompletionWorkflow, OpenAIStreamWorkflow, OpenAIResponseWorkflow, AnthropicMessageWorkflow, GeminiContentWorkflow} {
+	for _, wf := range []any{OpenAIToolRoundTripWorkflow, OpenAICompletionWorkflow, OpenAIStreamWorkflow, AnthropicStreamWorkflow, OpenAIResponseWorkflow, AnthropicMessageWorkflow, GeminiContentWorkflow} {
 		w.RegisterWorkflow(wf)
 	}
 	require.NoError(t, w.Start())
@@ -223,6 +230,24 @@ func TestSDKRequestsThroughTheGate(t *testing.T) {
 		assert.Equal(t, strings.Join(deltas, ""), res.Completion.Choices[0].Message.Content, "the result adds the deltas up")
 		assert.False(t, res.UsageMissing, "the usage came in the stream's last event")
 		assert.Equal(t, int64(12), res.Usage.OutputTokens)
+		add(res.Usage)
+	})
+	t.Run("AnthropicStream", func(t *testing.T) {
+		streamedMu.Lock()
+		streamed = nil
+		streamedMu.Unlock()
+		req := activities.AnthropicMessageRequest{Credential: "e2e", Params: anthropic.MessageNewParams{Model: anthropicModel, MaxTokens: 100,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}}}
+		var res activities.AnthropicMessageResult
+		run(t, AnthropicStreamWorkflow, req, &res)
+		streamedMu.Lock()
+		deltas := append([]string(nil), streamed...)
+		streamedMu.Unlock()
+		assert.Len(t, deltas, 12, "a delta per token, to the sink")
+		require.NotEmpty(t, res.Message.Content)
+		assert.Equal(t, strings.Join(deltas, ""), res.Message.Content[0].Text)
+		assert.Equal(t, int64(12), res.Usage.OutputTokens, "from the last message_delta")
+		assert.Positive(t, res.Usage.InputTokens, "from message_start")
 		add(res.Usage)
 	})
 	t.Run("OpenAIResponses", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -121,8 +122,6 @@ func (anthropicDialect) parse(body []byte) (parsed, *failure) {
 		return out, anthropicInvalid("max_tokens: Input should be greater than or equal to 1")
 	case len(req.Messages) == 0:
 		return out, anthropicInvalid("messages: at least one message is required")
-	case req.Stream:
-		return out, anthropicInvalid("stream: streaming is not supported by the tollgate fake provider")
 	}
 	out.maxTokens, out.hasMax = *req.MaxTokens, true
 	w := promptWalk{hash: fnvOffset}
@@ -360,6 +359,45 @@ func (anthropicDialect) writeAnswer(w http.ResponseWriter, seq uint64, a *answer
 		msg.StopReason = "tool_use"
 	}
 	w.Header()["Request-Id"] = []string{anthropicRequestID(seq)}
+	if a.stream {
+		writeAnthropicStream(w, &msg)
+		return
+	}
 	body := marshal(msg)
 	writeJSON(w, http.StatusOK, body)
+}
+
+// writeAnthropicStream writes message msg as Anthropic's server-sent
+// events: message_start (the input usage), each content block (text a
+// delta per token, a tool use with its input at once), message_delta (the
+// stop reason and the output usage) and message_stop.
+func writeAnthropicStream(w http.ResponseWriter, msg *anthropicAnswer) {
+	w.Header()["Content-Type"] = []string{"text/event-stream"}
+	w.WriteHeader(http.StatusOK)
+	event := func(typ string, data map[string]any) {
+		data["type"] = typ
+		_, _ = w.Write([]byte("event: " + typ + "\ndata: " + string(marshal(data)) + "\n\n"))
+	}
+	start := *msg
+	start.Content, start.StopReason = []any{}, ""
+	start.Usage.OutputTokens = 1
+	event("message_start", map[string]any{"message": start})
+	for i, block := range msg.Content {
+		switch b := block.(type) {
+		case anthropicTextBlock:
+			event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+			for _, piece := range strings.SplitAfter(b.Text, " ") {
+				if piece != "" {
+					event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": piece}})
+				}
+			}
+		case anthropicToolUse:
+			event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": map[string]any{}}})
+			event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(b.Input)}})
+		}
+		event("content_block_stop", map[string]any{"index": i})
+	}
+	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": msg.StopReason, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": msg.Usage.OutputTokens}})
+	event("message_stop", map[string]any{})
 }

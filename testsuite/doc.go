@@ -12,7 +12,9 @@
 // tool's result) is answered with a call of its first tool (or the one
 // tool_choice names), arguments built from the tool's schema; a request
 // for structured output with a JSON object built from its schema. Images
-// count by each provider's published formula from their size. It meters every dimension the way
+// count by each provider's published formula from their size. OpenAI chat
+// completions and Anthropic messages stream as server-sent events when
+// asked, with the usage in the last event. It meters every dimension the way
 // the real services do — continuously refilling request and token buckets
 // per scope (model + API key), OpenAI's and Anthropic's token accounting,
 // daily quotas, a concurrency cap, per-minute or per-second enforcement — and
