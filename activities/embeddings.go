@@ -171,7 +171,7 @@ func (a *Gemini) EmbedContent(ctx context.Context, req GeminiEmbedRequest) (Embe
 	if err != nil {
 		return EmbedResult{}, err
 	}
-	client, err := a.client(ctx, key)
+	client, err := a.opts.GeminiClient(ctx, key)
 	if err != nil {
 		return EmbedResult{}, notSent(ctx, misconfigured("gemini embed: "+err.Error()))
 	}

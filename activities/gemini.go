@@ -96,7 +96,7 @@ func (a *Gemini) GenerateContent(ctx context.Context, req GeminiGenerateRequest)
 	if err != nil {
 		return Result{}, err
 	}
-	client, err := a.client(ctx, key)
+	client, err := a.opts.GeminiClient(ctx, key)
 	if err != nil {
 		return Result{}, notSent(ctx, misconfigured("gemini generate content: "+err.Error()))
 	}
@@ -140,21 +140,23 @@ func (a *Gemini) GenerateContent(ctx context.Context, req GeminiGenerateRequest)
 	return res, nil
 }
 
-// client is a Gemini API client for key: one attempt (no SDK retries),
-// base URL, HTTP client and request timeout.
-func (a *Gemini) client(ctx context.Context, key string) (*genai.Client, error) {
+// GeminiClient is a Gemini API client for key with SDK retries off (one
+// attempt: Temporal's retry policy, shaped by the gate, is the only retry
+// loop), and o's base URL, HTTP client and request timeout. A response's
+// SDKHTTPResponse carries its headers.
+func (o ClientOptions) GeminiClient(ctx context.Context, key string) (*genai.Client, error) {
 	one := int32(1)
 	cc := &genai.ClientConfig{
 		APIKey:     key,
 		Backend:    genai.BackendGeminiAPI,
-		HTTPClient: a.opts.HTTPClient,
+		HTTPClient: o.HTTPClient,
 		HTTPOptions: genai.HTTPOptions{
-			BaseURL:      a.opts.BaseURL,
+			BaseURL:      o.BaseURL,
 			RetryOptions: &genai.HTTPRetryOptions{Attempts: &one}, // one attempt: no SDK retries
 		},
 	}
-	if a.opts.RequestTimeout > 0 {
-		t := a.opts.RequestTimeout
+	if o.RequestTimeout > 0 {
+		t := o.RequestTimeout
 		cc.HTTPOptions.Timeout = &t
 	}
 	return genai.NewClient(ctx, cc)

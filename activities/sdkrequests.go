@@ -262,7 +262,7 @@ func (a *Gemini) Generate(ctx context.Context, req GeminiContentRequest) (Gemini
 	if err != nil {
 		return GeminiContentResult{}, err
 	}
-	client, err := a.client(ctx, key)
+	client, err := a.opts.GeminiClient(ctx, key)
 	if err != nil {
 		return GeminiContentResult{}, notSent(ctx, misconfigured("gemini generate: "+err.Error()))
 	}
