@@ -249,7 +249,8 @@ type rigOptions struct {
 	Latency testsuite.LatencyFunc // zero: 20 ms
 	// HeadersAt is when the provider computes its rate-limit headers.
 	HeadersAt testsuite.HeadersTime
-	// NewStore returns the store of each worker; nil: one memory store.
+	// NewStore returns the store of each worker; nil: one memory store
+	// that records its grants and cooldowns (rig.grants).
 	NewStore func() capacity.Store
 	// Rand is the gate's jitter source (interceptor.Options.Rand); nil:
 	// the default, uniform.
@@ -272,6 +273,7 @@ type rig struct {
 	sends    *sendLog
 	attempts *attemptCounter
 	stores   []capacity.Store
+	grants   *grantLog // the default store's record; nil with NewStore
 }
 
 // gateLimits mirrors a fake provider's limits in tollgate's terms: ours,
@@ -300,9 +302,10 @@ func newRig(t *testing.T, c client.Client, opts rigOptions) *rig {
 	if opts.Workers == 0 {
 		opts.Workers = 1
 	}
+	var grants *grantLog
 	if opts.NewStore == nil {
-		mem := capacity.NewMemoryStore(capacity.MemoryOptions{})
-		opts.NewStore = func() capacity.Store { return mem }
+		grants = newGrantLog()
+		opts.NewStore = func() capacity.Store { return grants }
 	}
 	fp, err := testsuite.New(testsuite.Options{
 		Models:    []testsuite.Model{{Name: overloadModel, Provider: testsuite.OpenAI, Limits: opts.Limits}},
@@ -316,7 +319,7 @@ func newRig(t *testing.T, c client.Client, opts rigOptions) *rig {
 	r := &rig{
 		t: t, c: c, fp: fp, scope: testsuite.Scope{Key: e2eKey, Model: overloadModel},
 		queue: "overload-" + strings.ReplaceAll(t.Name(), "/", "-"), opts: opts,
-		sends: newSendLog(), attempts: newAttemptCounter(),
+		sends: newSendLog(), attempts: newAttemptCounter(), grants: grants,
 	}
 	if !opts.Deferred {
 		r.start(r.queue)

@@ -445,24 +445,14 @@ func overloadRateLimitWithoutRetryTime(t *testing.T, c client.Client) {
 		}
 	}
 	// One 429 pauses the scope for every call (a 1 s cooldown when the
-	// provider states no wait): nothing is sent in it but what had left.
+	// provider states no wait): the store grants nothing while it holds.
+	// On the store's record of its grants and cooldowns: what had been
+	// granted before may still be sent in it, late on a loaded machine.
 	k, _ := injected()
-	var firstAnswer time.Time
-	for _, s := range sends {
-		if s.Status == http.StatusTooManyRequests && (firstAnswer.IsZero() || s.Answered.Before(firstAnswer)) {
-			firstAnswer = s.Answered
-		}
-	}
-	inCooldown := 0
-	for _, s := range sends {
-		if s.Sent.After(firstAnswer.Add(50*time.Millisecond)) && s.Sent.Before(firstAnswer.Add(time.Second)) {
-			inCooldown++
-		}
-	}
 	sorted := append([]time.Duration(nil), waits...)
 	slices.Sort(sorted)
-	t.Logf("%d calls, %d 429s without a wait, %d provider requests; retry waits after the 429: min %v, median %v, max %v; requests sent in the 1 s after the first 429: %d; conformance %v; %v",
-		n, k, len(es), quantile(sorted, 0).Round(time.Millisecond), quantile(sorted, 0.5).Round(time.Millisecond), quantile(sorted, 1).Round(time.Millisecond), inCooldown, worst, layer)
+	t.Logf("%d calls, %d 429s without a wait, %d provider requests; retry waits after the 429: min %v, median %v, max %v; conformance %v; %v",
+		n, k, len(es), quantile(sorted, 0).Round(time.Millisecond), quantile(sorted, 0.5).Round(time.Millisecond), quantile(sorted, 1).Round(time.Millisecond), worst, layer)
 
 	ok, failed := completed(res)
 	assert.Equal(t, n, ok, "every call completes: %v", failed)
@@ -492,7 +482,9 @@ func overloadRateLimitWithoutRetryTime(t *testing.T, c client.Client) {
 	}
 	assert.Equal(t, k, asked, "every 429 is a failed attempt")
 	assert.LessOrEqual(t, len(es), 2*n, "no retry storm")
-	assert.Zero(t, inCooldown, "a 429 pauses the scope: no request in the second after it")
+	// A 429 pauses the scope: a cooldown for each, no grant while one holds.
+	cooldowns, grants := r.grants.checkCooldownsHeld(t, overloadModel, rateLimited(es))
+	t.Logf("%d cooldowns set, %d leases granted", cooldowns, grants)
 }
 
 // overloadDeadlineBeforeDispatch: a bulk call with a 14 s schedule-to-close

@@ -1,0 +1,129 @@
+package activities_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// grantLog is a memory store that records, on its own clock, every lease
+// it grants and every cooldown the gate sets, each with the activity
+// attempt that asked (read from the call's context). Tests assert on this
+// record, never on gaps measured on a loaded machine: a call granted before
+// a 429 may reach the provider late, but the store's grant times and the
+// times it set its cooldowns are decided under its lock, in one order.
+// Embedding the store keeps its optional interfaces (Notifier,
+// TicketNotifier, Learner, ...), so the gate runs as with the bare store.
+type grantLog struct {
+	*capacity.MemoryStore
+	mu        sync.Mutex
+	grants    []grantRec
+	cooldowns []cooldownRec
+}
+
+// grantRec is one granted Reserve.
+type grantRec struct {
+	Scope   capacity.Scope
+	Call    string // workflow id / activity id, as send.Call
+	Attempt int32
+	At      time.Time // Lease.GrantedAt, on the store's clock
+}
+
+// cooldownRec is one cooldown Block: the scope holds no grant from Set
+// (the store's clock, read after the block was applied) to Until (what
+// the gate asked for, on the worker's clock, which is the store's here:
+// both are capacity.SystemClock).
+type cooldownRec struct {
+	Scope      capacity.Scope
+	Call       string // the call whose 429 set it
+	Attempt    int32
+	Set, Until time.Time
+}
+
+func newGrantLog() *grantLog {
+	return &grantLog{MemoryStore: capacity.NewMemoryStore(capacity.MemoryOptions{})}
+}
+
+// attemptOf names the activity attempt of ctx as the send log does.
+func attemptOf(ctx context.Context) (string, int32) {
+	if !activity.IsActivity(ctx) {
+		return "", 0
+	}
+	info := activity.GetInfo(ctx)
+	return info.WorkflowExecution.ID + "/" + info.ActivityID, info.Attempt
+}
+
+// Reserve implements capacity.Store.
+func (s *grantLog) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
+	res, err := s.MemoryStore.Reserve(ctx, req)
+	if err == nil && res.Granted {
+		call, attempt := attemptOf(ctx)
+		s.mu.Lock()
+		s.grants = append(s.grants, grantRec{Scope: req.Scope, Call: call, Attempt: attempt, At: res.Lease.GrantedAt})
+		s.mu.Unlock()
+	}
+	return res, err
+}
+
+// Block implements capacity.Store.
+func (s *grantLog) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) error {
+	err := s.MemoryStore.Block(ctx, sc, b)
+	if err != nil || b.Reason != capacity.Cooldown {
+		return err
+	}
+	snap, serr := s.MemoryStore.Snapshot(context.WithoutCancel(ctx), sc)
+	if serr != nil {
+		return fmt.Errorf("grantLog: snapshot after block: %w", serr)
+	}
+	call, attempt := attemptOf(ctx)
+	s.mu.Lock()
+	s.cooldowns = append(s.cooldowns, cooldownRec{Scope: sc, Call: call, Attempt: attempt, Set: snap.Now, Until: b.Until})
+	s.mu.Unlock()
+	return nil
+}
+
+// record returns the grants and cooldowns on scopes of limit group group.
+func (s *grantLog) record(group string) ([]grantRec, []cooldownRec) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gs []grantRec
+	for _, g := range s.grants {
+		if g.Scope.LimitGroup == group {
+			gs = append(gs, g)
+		}
+	}
+	var cs []cooldownRec
+	for _, c := range s.cooldowns {
+		if c.Scope.LimitGroup == group {
+			cs = append(cs, c)
+		}
+	}
+	return gs, cs
+}
+
+// checkCooldownsHeld asserts, on the store's record of limit group group,
+// that the gate set a cooldown for each of the n429 429s it read, and that
+// no lease was granted on the scope while one held: from when the store
+// had applied it to its end. It returns the cooldowns and the grants.
+func (s *grantLog) checkCooldownsHeld(t *testing.T, group string, n429 int) (cooldowns, grants int) {
+	t.Helper()
+	gs, cs := s.record(group)
+	assert.Lenf(t, cs, n429, "the gate set a cooldown for each of the %d 429s it read", n429)
+	for _, c := range cs {
+		for _, g := range gs {
+			if g.Scope == c.Scope && !g.At.Before(c.Set) && g.At.Before(c.Until) {
+				assert.Failf(t, "a lease granted during a cooldown",
+					"call %s attempt %d was granted %v into the cooldown the 429 of call %s attempt %d set (it held %v)",
+					g.Call, g.Attempt, g.At.Sub(c.Set), c.Call, c.Attempt, c.Until.Sub(c.Set))
+			}
+		}
+	}
+	return len(cs), len(gs)
+}
