@@ -3,6 +3,8 @@ package activities_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -126,4 +128,55 @@ func (s *grantLog) checkCooldownsHeld(t *testing.T, group string, n429 int) (coo
 		}
 	}
 	return len(cs), len(gs)
+}
+
+// rateLimitEventsByGrant counts the 429s among sends as events, on the
+// store's record: a 429 is a new event unless its call was granted before
+// the store applied the cooldown of the current event's first 429 (it was
+// on its way when the gate learned of the refusal, and met the same one).
+// It returns the events and the 429s; a 429 whose grant the store has no
+// record of fails the test.
+func (s *grantLog) rateLimitEventsByGrant(t *testing.T, group string, sends []send) (events, n int) {
+	t.Helper()
+	gs, cs := s.record(group)
+	type key struct {
+		call    string
+		attempt int32
+	}
+	granted := map[key]time.Time{}
+	for _, g := range gs {
+		granted[key{g.Call, g.Attempt}] = g.At
+	}
+	set := map[key]time.Time{}
+	for _, c := range cs {
+		set[key{c.Call, c.Attempt}] = c.Set
+	}
+	type refusal struct{ granted, set time.Time }
+	var refused []refusal
+	for _, sd := range sends {
+		if sd.Status != http.StatusTooManyRequests {
+			continue
+		}
+		k := key{sd.Call, sd.Attempt}
+		at, ok := granted[k]
+		if !assert.Truef(t, ok, "call %s attempt %d was refused without a grant on record", sd.Call, sd.Attempt) {
+			continue
+		}
+		st, ok := set[k]
+		if !assert.Truef(t, ok, "call %s attempt %d: its 429 set no cooldown", sd.Call, sd.Attempt) {
+			continue
+		}
+		refused = append(refused, refusal{at, st})
+	}
+	slices.SortFunc(refused, func(a, b refusal) int { return a.granted.Compare(b.granted) })
+	var known time.Time // when the store first applied a cooldown of the current event
+	for _, r := range refused {
+		switch {
+		case events == 0 || !r.granted.Before(known):
+			events, known = events+1, r.set
+		case r.set.Before(known):
+			known = r.set
+		}
+	}
+	return events, len(refused)
 }
