@@ -475,27 +475,6 @@ func rateLimited(entries []testsuite.Entry) int {
 	return n
 }
 
-// rateLimitEvents counts the 429s of entries that arrived from from on, as
-// events: a 429 within reactionWindow of the first 429 of an event is one
-// of the calls already on their way when that first 429 came, and belongs
-// to the same event. It returns the events and the 429s.
-func rateLimitEvents(entries []testsuite.Entry, from time.Time) (events, n int) {
-	var arrivals []time.Time
-	for _, e := range entries {
-		if e.Status == http.StatusTooManyRequests && !e.Arrival.Before(from) {
-			arrivals = append(arrivals, e.Arrival)
-		}
-	}
-	slices.SortFunc(arrivals, time.Time.Compare)
-	var start time.Time
-	for _, a := range arrivals {
-		if events == 0 || !a.Before(start.Add(reactionWindow)) {
-			events, start = events+1, a
-		}
-	}
-	return events, len(arrivals)
-}
-
 // sentAfterA429 counts the requests answered 429 that were sent within
 // reactionWindow after a worker had read another 429: calls granted after
 // the gate could have known, or granted just before and sent after.
