@@ -28,6 +28,16 @@ type grantLog struct {
 	mu        sync.Mutex
 	grants    []grantRec
 	cooldowns []cooldownRec
+	limits    []limitRec
+}
+
+// limitRec is the first observation of a scope that reported a token
+// limit other than the one before: At is the store's clock, read after
+// the store applied it.
+type limitRec struct {
+	Scope capacity.Scope
+	Limit int64
+	At    time.Time
 }
 
 // grantRec is one granted Reserve.
@@ -90,6 +100,58 @@ func (s *grantLog) Block(ctx context.Context, sc capacity.Scope, b capacity.Bloc
 	s.mu.Unlock()
 	return nil
 }
+
+// Observe implements capacity.Store.
+func (s *grantLog) Observe(ctx context.Context, sc capacity.Scope, obs capacity.Observation) error {
+	err := s.MemoryStore.Observe(ctx, sc, obs)
+	d := obs.Dims[capacity.Tokens]
+	if err != nil || !d.HasLimit {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.limits) - 1; i >= 0; i-- {
+		if s.limits[i].Scope == sc {
+			if s.limits[i].Limit == d.Limit {
+				return nil
+			}
+			break
+		}
+	}
+	snap, serr := s.MemoryStore.Snapshot(context.WithoutCancel(ctx), sc)
+	if serr != nil {
+		return fmt.Errorf("grantLog: snapshot after observe: %w", serr)
+	}
+	s.limits = append(s.limits, limitRec{Scope: sc, Limit: d.Limit, At: snap.Now})
+	return nil
+}
+
+// learned returns when the store first applied a report of a token limit
+// of at most limit on limit group group (zero if never).
+func (s *grantLog) learned(group string, limit int64) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.limits {
+		if l.Scope.LimitGroup == group && l.Limit <= limit {
+			return l.At
+		}
+	}
+	return time.Time{}
+}
+
+// grantedAt returns when each activity attempt on limit group group was
+// granted, by "call#attempt" (sendLog's X-Client-Request-Id).
+func (s *grantLog) grantedAt(group string) map[string]time.Time {
+	gs, _ := s.record(group)
+	out := make(map[string]time.Time, len(gs))
+	for _, g := range gs {
+		out[attemptID(g.Call, g.Attempt)] = g.At
+	}
+	return out
+}
+
+// attemptID names an activity attempt in a request's X-Client-Request-Id.
+func attemptID(call string, attempt int32) string { return fmt.Sprintf("%s#%d", call, attempt) }
 
 // record returns the grants and cooldowns on scopes of limit group group.
 func (s *grantLog) record(group string) ([]grantRec, []cooldownRec) {

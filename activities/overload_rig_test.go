@@ -152,6 +152,10 @@ func (l *sendLog) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.Scheduled = info.ScheduledTime
 		s.Started = info.StartedTime
 		s.Deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
+		// Name the attempt to the provider, so that its record (Entry.
+		// ClientRequestID) matches the store's grants.
+		req = req.Clone(ctx)
+		req.Header.Set("X-Client-Request-Id", attemptID(s.Call, s.Attempt))
 	}
 	if l.out != nil {
 		b, _ := json.Marshal(s)
