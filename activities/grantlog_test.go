@@ -29,6 +29,9 @@ type grantLog struct {
 	grants    []grantRec
 	cooldowns []cooldownRec
 	limits    []limitRec
+	// onGrant, if set, runs on every grant before Reserve returns it (so
+	// before the call can be sent), with the attempt's number.
+	onGrant func(attempt int32)
 }
 
 // limitRec is the first observation of a scope that reported a token
@@ -72,6 +75,13 @@ func attemptOf(ctx context.Context) (string, int32) {
 	return info.WorkflowExecution.ID + "/" + info.ActivityID, info.Attempt
 }
 
+// setOnGrant sets onGrant.
+func (s *grantLog) setOnGrant(f func(attempt int32)) {
+	s.mu.Lock()
+	s.onGrant = f
+	s.mu.Unlock()
+}
+
 // Reserve implements capacity.Store.
 func (s *grantLog) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
 	res, err := s.MemoryStore.Reserve(ctx, req)
@@ -79,7 +89,11 @@ func (s *grantLog) Reserve(ctx context.Context, req capacity.Request) (capacity.
 		call, attempt := attemptOf(ctx)
 		s.mu.Lock()
 		s.grants = append(s.grants, grantRec{Scope: req.Scope, Call: call, Attempt: attempt, At: res.Lease.GrantedAt})
+		hook := s.onGrant
 		s.mu.Unlock()
+		if hook != nil {
+			hook(attempt)
+		}
 	}
 	return res, err
 }
