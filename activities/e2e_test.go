@@ -111,24 +111,19 @@ func TestEndToEnd(t *testing.T) {
 			t.Logf("with a second client spending 500 tokens/s of 2,500: %v", f)
 			assert.Equal(t, calls, res.OK, "all work completes")
 			assert.LessOrEqual(t, f.RateLimited, calls*15/100, "tollgate's 429s are few")
-			// Each 429 is honoured as a shared delay: no gated request reaches the
-			// provider while the scope cools down (retry-after is at least 1 s).
-			var entries []testsuite.Entry
+			// Each 429 is honoured as a shared delay: the gate sets a cooldown
+			// (retry-after, at least 1 s) and the store grants no gated call
+			// on the scope while it holds. Asserted on the store's record of
+			// its grants and cooldowns, not on arrivals: a call granted just
+			// before a 429 may reach the provider late on a loaded machine.
+			n429 := 0
 			for _, en := range e.fp.ScopeEntries(scope(modelShared)) {
-				if !en.Direct {
-					entries = append(entries, en)
+				if !en.Direct && en.Status == 429 {
+					n429++
 				}
 			}
-			for _, en := range entries {
-				if en.Status != 429 {
-					continue
-				}
-				for _, other := range entries {
-					d := other.Arrival.Sub(en.Arrival)
-					assert.Falsef(t, d > 250*time.Millisecond && d < 900*time.Millisecond,
-						"a request reached the provider %v after a 429, inside its cooldown", d)
-				}
-			}
+			cooldowns, grants := e.store.checkCooldownsHeld(t, modelShared, n429)
+			t.Logf("second client: tollgate read %d 429s, set %d cooldowns; %d leases granted", n429, cooldowns, grants)
 		}},
 	)
 	t.Run("NoSecretsOrPrompts", func(t *testing.T) {

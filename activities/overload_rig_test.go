@@ -152,6 +152,10 @@ func (l *sendLog) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.Scheduled = info.ScheduledTime
 		s.Started = info.StartedTime
 		s.Deadline = info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
+		// Name the attempt to the provider, so that its record (Entry.
+		// ClientRequestID) matches the store's grants.
+		req = req.Clone(ctx)
+		req.Header.Set("X-Client-Request-Id", attemptID(s.Call, s.Attempt))
 	}
 	if l.out != nil {
 		b, _ := json.Marshal(s)
@@ -249,7 +253,8 @@ type rigOptions struct {
 	Latency testsuite.LatencyFunc // zero: 20 ms
 	// HeadersAt is when the provider computes its rate-limit headers.
 	HeadersAt testsuite.HeadersTime
-	// NewStore returns the store of each worker; nil: one memory store.
+	// NewStore returns the store of each worker; nil: one memory store
+	// that records its grants and cooldowns (rig.grants).
 	NewStore func() capacity.Store
 	// Rand is the gate's jitter source (interceptor.Options.Rand); nil:
 	// the default, uniform.
@@ -272,6 +277,7 @@ type rig struct {
 	sends    *sendLog
 	attempts *attemptCounter
 	stores   []capacity.Store
+	grants   *grantLog // the default store's record; nil with NewStore
 }
 
 // gateLimits mirrors a fake provider's limits in tollgate's terms: ours,
@@ -300,9 +306,10 @@ func newRig(t *testing.T, c client.Client, opts rigOptions) *rig {
 	if opts.Workers == 0 {
 		opts.Workers = 1
 	}
+	var grants *grantLog
 	if opts.NewStore == nil {
-		mem := capacity.NewMemoryStore(capacity.MemoryOptions{})
-		opts.NewStore = func() capacity.Store { return mem }
+		grants = newGrantLog()
+		opts.NewStore = func() capacity.Store { return grants }
 	}
 	fp, err := testsuite.New(testsuite.Options{
 		Models:    []testsuite.Model{{Name: overloadModel, Provider: testsuite.OpenAI, Limits: opts.Limits}},
@@ -316,7 +323,7 @@ func newRig(t *testing.T, c client.Client, opts rigOptions) *rig {
 	r := &rig{
 		t: t, c: c, fp: fp, scope: testsuite.Scope{Key: e2eKey, Model: overloadModel},
 		queue: "overload-" + strings.ReplaceAll(t.Name(), "/", "-"), opts: opts,
-		sends: newSendLog(), attempts: newAttemptCounter(),
+		sends: newSendLog(), attempts: newAttemptCounter(), grants: grants,
 	}
 	if !opts.Deferred {
 		r.start(r.queue)
@@ -470,27 +477,6 @@ func rateLimited(entries []testsuite.Entry) int {
 		}
 	}
 	return n
-}
-
-// rateLimitEvents counts the 429s of entries that arrived from from on, as
-// events: a 429 within reactionWindow of the first 429 of an event is one
-// of the calls already on their way when that first 429 came, and belongs
-// to the same event. It returns the events and the 429s.
-func rateLimitEvents(entries []testsuite.Entry, from time.Time) (events, n int) {
-	var arrivals []time.Time
-	for _, e := range entries {
-		if e.Status == http.StatusTooManyRequests && !e.Arrival.Before(from) {
-			arrivals = append(arrivals, e.Arrival)
-		}
-	}
-	slices.SortFunc(arrivals, time.Time.Compare)
-	var start time.Time
-	for _, a := range arrivals {
-		if events == 0 || !a.Before(start.Add(reactionWindow)) {
-			events, start = events+1, a
-		}
-	}
-	return events, len(arrivals)
 }
 
 // sentAfterA429 counts the requests answered 429 that were sent within

@@ -66,7 +66,7 @@ func ours(l testsuite.Limits) capacity.Limits {
 type e2e struct {
 	harness
 	reader *metric.ManualReader
-	store  *capacity.MemoryStore // the "gated" worker's
+	store  *grantLog // the "gated" worker's: a memory store that records grants and cooldowns
 }
 
 // setup starts one dev server, one fake provider and two workers: "gated"
@@ -94,7 +94,7 @@ func setup(t *testing.T) *e2e {
 	t.Cleanup(fp.Close)
 
 	e := &e2e{harness: harness{c: srv.Client(), fp: fp, logs: &syncBuffer{}}, reader: metric.NewManualReader(),
-		store: capacity.NewMemoryStore(capacity.MemoryOptions{})}
+		store: newGrantLog()}
 	logger := log.NewStructuredLogger(slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	limits := map[string]capacity.Limits{
 		modelOpenAI: ours(openAILimits), modelAnthropic: ours(anthropicLimits),

@@ -111,6 +111,20 @@ func (r *reserveCounter) Reserve(ctx context.Context, req capacity.Request) (cap
 	return res, err
 }
 
+// lastGrant returns where the last grant to a call of class c falls in the
+// store's order of answers (0: none).
+func (r *reserveCounter) lastGrant(c capacity.Class) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := 0
+	for _, o := range r.calls {
+		if o.class == c {
+			last = max(last, o.grant)
+		}
+	}
+	return last
+}
+
 // overtook returns, for each call of class prio, how many calls of class
 // other first asked before it and were granted after it.
 func (r *reserveCounter) overtook(prio, other capacity.Class) []int {
@@ -242,14 +256,16 @@ func TestClassFromCallModelProtectsInteractive(t *testing.T) {
 		byClass[c.String()] = k
 	}
 	store.mu.Unlock()
-	t.Logf("interactive: %d answered, p50 %v, p95 %v, max %v (asked every %v while the backlog ran)",
-		n, p50.Round(time.Millisecond), p95.Round(time.Millisecond), latencies[n-1].Round(time.Millisecond), every)
+	t.Logf("interactive: %d answered, p50 %v, p95 %v, max %v (asked every %v while the backlog ran), the last %v after the backlog began",
+		n, p50.Round(time.Millisecond), p95.Round(time.Millisecond), latencies[n-1].Round(time.Millisecond), every, lastDone.Round(time.Millisecond))
 	t.Logf("bulk: %d/%d in %v = %.1f calls/s (budget 9.5 requests/s); provider: %d requests, %d 429s; gate reservations by class %v",
 		batchOK, docs, batchTime.Round(time.Millisecond), float64(batchOK)/batchTime.Seconds(), rep.Entries, n429, byClass)
 
 	assert.Equal(t, docs, batchOK)
 	assert.Equal(t, questions, n)
-	assert.Greater(t, batchTime, lastDone, "the backlog outlasted every question")
+	// The backlog outlasted every question, on the store's order of
+	// answers (the completion times above move with the machine's load).
+	assert.Greater(t, store.lastGrant(capacity.Bulk), store.lastGrant(capacity.Interactive), "the backlog outlasted every question")
 	assert.Zero(t, byClass["standard"], "every class came from CallModel")
 	assert.Positive(t, byClass["interactive"])
 	assert.Positive(t, byClass["bulk"])

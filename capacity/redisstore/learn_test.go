@@ -31,6 +31,7 @@ func TestLearnedKeys(t *testing.T) {
 	s, rdb := newTestStore(t, Options{})
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a", Region: "eu"}
+	began, redisBefore := time.Now(), redisNow(t, rdb)
 	require.NoError(t, s.Learn(ctx, sc, "Messages", capacity.Sample{OutputTokens: 410, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}))
 
 	tag := "{" + s.opts.Prefix + ":anthropic/team-a}"
@@ -44,7 +45,7 @@ func TestLearnedKeys(t *testing.T) {
 	for _, k := range keys {
 		ttl, err := rdb.PTTL(ctx, k).Result()
 		require.NoError(t, err)
-		require.Greater(t, ttl, capacity.LearnedMemory-time.Minute, k)
+		requireTTL(t, capacity.LearnedMemory, ttl, time.Since(began), "%s: TTL %v", k, ttl)
 	}
 	fields, err := rdb.HGetAll(ctx, tag+":learn:anthropic/claude-sonnet-4-5/team-a/eu:Messages").Result()
 	require.NoError(t, err)
@@ -55,7 +56,10 @@ func TestLearnedKeys(t *testing.T) {
 	require.Equal(t, []capacity.Scope{sc}, scopes)
 	got, err := s.Learned(ctx, sc, "Messages")
 	require.NoError(t, err)
-	require.WithinDuration(t, time.Now(), got.Updated, 10*time.Second, "Redis time")
+	// Redis time, between two readings of it around the sample.
+	redisAfter := redisNow(t, rdb)
+	require.False(t, got.Updated.Before(redisBefore.Truncate(time.Millisecond)), "updated %v, before the sample (%v)", got.Updated, redisBefore)
+	require.False(t, got.Updated.After(redisAfter), "updated %v, after the read (%v)", got.Updated, redisAfter)
 	p, _ := got.InputRatio.Quantile(0.5)
 	require.InDelta(t, 1.2, p, 0.12)
 }
