@@ -306,8 +306,8 @@ func TestLeaseKeysExpiredFreeEverySlot(t *testing.T) {
 	require.False(t, reserve("c").Granted, "both slots held")
 	require.NoError(t, rdb.Del(ctx, k.keys[keyLeases], k.keys[keyLeaseMarks], k.keys[keyLeaseExpiries]).Err())
 
-	// Safety net only: the slots come back at the next denial or by the
-	// leases' expiry (200 ms).
+	// Safety net only: the slots come back once the lease keys' TTL has
+	// passed (the leases' expiry, 200 ms, plus a second of slack).
 	require.Eventually(t, func() bool { return reserve("c").Granted }, 10*time.Second, 20*time.Millisecond,
 		"a slot comes back once the leases would have expired")
 	snap, err := s.Snapshot(ctx, keysScope)

@@ -557,14 +557,17 @@ local function reclaimLeases()
       index.expiryDrop(c)
     end
   end
-  -- Counted from the sorted set (as reclaimTickets counts tickets), so
-  -- lease keys that expired leave no trace: a Redis paused past every
-  -- lease's expiry and the keys' TTL comes back with no lease, and every
-  -- slot is free again.
-  local live = call('ZCOUNT', KEYS[K_LEASE_EXPIRIES], '(' .. NOW, '+inf') + renewed
-  if S.leases > live then
-    dead = dead + S.leases - live
-    S.leases = live
+  -- Once the lease keys' TTL has passed (save keeps it past every lease's
+  -- expiry), the keys may be gone with their leases: a Redis paused that
+  -- long comes back with no lease listed. The leases are then counted from
+  -- the sorted set (as reclaimTickets counts tickets), so every slot is
+  -- free again.
+  if S.lease_key_expiry > 0 and NOW >= S.lease_key_expiry then
+    local live = call('ZCOUNT', KEYS[K_LEASE_EXPIRIES], '(' .. NOW, '+inf') + renewed
+    if S.leases > live then
+      dead = dead + S.leases - live
+      S.leases = live
+    end
   end
   local first = call('ZRANGEBYSCORE', KEYS[K_LEASE_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   S.next_lease_expiry = tonumber(first[2]) or 0
