@@ -44,7 +44,7 @@ const (
 )
 
 // chaosLimits are the provider's; the workers' gate mirrors them
-// (gateLimits: the same buckets and in-flight cap, SafetyMargin 0.95).
+// (gateLimits: the same buckets and in-flight cap, testMargin).
 var chaosLimits = testsuite.Limits{RequestsPerMinute: 600, TokensPerMinute: 30_000, MaxConcurrent: 8, BurstWindow: 5 * time.Second}
 
 // TestChaos runs a batch of workflows through worker processes that share

@@ -286,8 +286,8 @@ type rig struct {
 // instant the bucket holds exactly its charge, so with all of each limit
 // (SafetyMargin 1) any delay of an earlier call between admission and
 // arrival (a first connection's dial) draws a 429: a run under the race
-// detector drew one in eight calls of 29 % of the bucket. ours keeps the
-// default margin, which production runs with.
+// detector drew one in eight calls of 29 % of the bucket. ours keeps
+// testMargin of each limit back for such delays.
 func gateLimits(l testsuite.Limits) capacity.Limits {
 	g := ours(l)
 	g.Burst = l.BurstWindow

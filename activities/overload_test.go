@@ -712,7 +712,27 @@ func overloadWorkerCrash(t *testing.T, c client.Client, temporalAddr string) {
 	assert.Len(t, childSends, int(crashLimits.MaxConcurrent), "the child sent one request per slot")
 	assert.False(t, firstAfter.Before(liveUntil), "no slot was free while the dead worker's leases lived (first new call %v before the first expiry)", liveUntil.Sub(firstAfter))
 	assert.LessOrEqual(t, peak, int(crashLimits.MaxConcurrent))
-	assert.Zero(t, rateLimited(es), "no 429")
+	if !assert.Zero(t, rateLimited(es), "no 429") {
+		logCrash429s(t, es, kill)
+	}
+}
+
+// logCrash429s logs, for each 429 of WorkerCrash, when it arrived and what
+// the provider still held then: the requests admitted before it and not
+// yet done, with when each arrived and ended, relative to the kill.
+func logCrash429s(t *testing.T, es []testsuite.Entry, kill time.Time) {
+	t.Helper()
+	for _, e := range es {
+		if e.Status != http.StatusTooManyRequests {
+			continue
+		}
+		t.Logf("429 (%s): request %d arrived %v after the kill", e.Cause, e.Seq, e.Arrival.Sub(kill))
+		for _, p := range es {
+			if p.Admitted && p.Arrival.Before(e.Arrival) && !p.Done.Before(e.Arrival) {
+				t.Logf("  held: request %d arrived %v, done %v after the kill (%s)", p.Seq, p.Arrival.Sub(kill), p.Done.Sub(kill), p.Cause)
+			}
+		}
+	}
 }
 
 // crashWorker is WorkerCrash's child process: a gated worker on its own
