@@ -461,8 +461,12 @@ func (r *chaosRun) check(outcomes []ChaosOutcome, kill *chaosKill, failing func(
 			switch {
 			case lostCause(e.Cause):
 				lost = true
-			case kill != nil && worker[e.Seq] == kill.proc.spec.Worker && e.Done.Before(kill.at):
-				killed = true // answered to the worker that then died before reporting it
+			case kill != nil && worker[e.Seq] == kill.proc.spec.Worker && e.Arrival.Before(kill.at):
+				// Sent by the worker that then died before reporting it:
+				// answered before the kill, or after it by a provider
+				// that had not yet seen the connection close (its record
+				// then says 200 for an answer no one read).
+				killed = true
 			default:
 				f.Unexplained = append(f.Unexplained, fmt.Sprintf("%s: request %d (%d, %s) answered to worker %d at %s, then charged again: %s",
 					call, e.Seq, e.Status, e.Cause, worker[e.Seq], e.Done.Format("15:04:05.000"), describeEntries(ces)))
