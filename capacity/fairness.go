@@ -175,4 +175,7 @@ func chargedTokens(c Charges) float64 {
 }
 
 // flowID names a (class, key) flow in a scope's fair-queuing state.
-func flowID(c Class, key string) string { return itoa(int(c)) + "/" + key }
+type flowID struct {
+	class Class
+	key   string
+}

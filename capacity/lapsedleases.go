@@ -2,51 +2,68 @@ package capacity
 
 import "time"
 
-// endedLeases remembers the leases settled or released lately, by lease id,
-// until EndedLeaseMemory after each ended: a second settle or release of
-// one applies nothing. Ids are forgotten in the order they ended (a queue),
-// so remembering and forgetting cost O(1) each, amortized, however many ids
-// a hot scope holds (12,000 a minute at 200 settles a second).
-type endedLeases struct {
+// lapsedLeases remembers the leases that ended without a settle or release
+// (expired, or superseded by a later attempt of their call), by lease id,
+// until LapsedLeaseMemory after each lapsed: a late settle of one applies
+// its debt, once. Ids are forgotten in the order they lapsed (a queue), so
+// remembering and forgetting cost O(1) each, amortized. Leases that end
+// normally are not remembered: a settle or release finds them gone from
+// the live leases and applies nothing, so a hot scope settling 200 calls a
+// second keeps no record of them.
+type lapsedLeases struct {
 	forget map[string]int64 // when each remembered id is forgotten (unix nanoseconds)
-	order  []endedLease     // ids in the order they ended; order[head:] are live
+	order  []lapsedLease    // ids in the order they lapsed; order[head:] are live
 	head   int
 }
 
-type endedLease struct {
+type lapsedLease struct {
 	id     string
 	forget int64
 }
 
-// has reports whether id ended and is not yet forgotten at now.
-func (e *endedLeases) has(id string, now time.Time) bool {
+// take reports whether lease id lapsed within LapsedLeaseMemory before now,
+// and forgets it: a second take of the same id returns false.
+func (e *lapsedLeases) take(id string, now time.Time) bool {
+	if len(e.forget) == 0 {
+		return false
+	}
 	forget, ok := e.forget[id]
+	if ok {
+		delete(e.forget, id)
+	}
 	return ok && now.UnixNano() < forget
 }
 
-// add remembers id until now + EndedLeaseMemory and forgets the ids whose
+// drop forgets id, if remembered: a lease granted again under the same id
+// (the same attempt of its call) is live, not lapsed.
+func (e *lapsedLeases) drop(id string) {
+	if len(e.forget) > 0 {
+		delete(e.forget, id)
+	}
+}
+
+// add remembers id until now + LapsedLeaseMemory and forgets the ids whose
 // time has come.
-func (e *endedLeases) add(id string, now time.Time) {
+func (e *lapsedLeases) add(id string, now time.Time) {
 	if e.forget == nil {
 		e.forget = make(map[string]int64)
 	}
 	e.expire(now)
-	forget := now.Add(EndedLeaseMemory).UnixNano()
+	forget := now.Add(LapsedLeaseMemory).UnixNano()
 	e.forget[id] = forget
-	e.order = append(e.order, endedLease{id, forget})
+	e.order = append(e.order, lapsedLease{id, forget})
 }
 
-// expire forgets the ids ended EndedLeaseMemory or more before now, from the
-// oldest, stopping at the first that is still remembered. A clock that went
-// back leaves later ids in place until their turn.
-func (e *endedLeases) expire(now time.Time) {
+// expire forgets the ids lapsed LapsedLeaseMemory or more before now, from
+// the front of the queue.
+func (e *lapsedLeases) expire(now time.Time) {
 	t := now.UnixNano()
 	for e.head < len(e.order) && t >= e.order[e.head].forget {
 		x := e.order[e.head]
 		if f, ok := e.forget[x.id]; ok && f == x.forget {
 			delete(e.forget, x.id) // not remembered again since
 		}
-		e.order[e.head] = endedLease{}
+		e.order[e.head] = lapsedLease{}
 		e.head++
 	}
 	if e.head > 64 && e.head*2 >= len(e.order) {

@@ -8,29 +8,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestEndedLeases: an ended lease id is remembered for EndedLeaseMemory
-// and then forgotten, in the order ids ended, whatever how many there are;
-// an id ended again is remembered from its last end.
-func TestEndedLeases(t *testing.T) {
-	var e endedLeases
+// TestLapsedLeases: a lapsed lease id is remembered for LapsedLeaseMemory
+// and then forgotten, in the order ids lapsed, whatever how many there are;
+// taking an id forgets it; an id lapsed again is remembered from its last
+// lapse.
+func TestLapsedLeases(t *testing.T) {
+	var e lapsedLeases
 	t0 := time.Unix(1_700_000_000, 0)
+	require.False(t, e.take("c#0", t0), "nothing lapsed")
 	for i := range 1000 {
 		e.add(fmt.Sprint("c#", i), t0.Add(time.Duration(i)*time.Millisecond))
 	}
-	require.True(t, e.has("c#0", t0.Add(EndedLeaseMemory-time.Nanosecond)))
-	require.False(t, e.has("c#0", t0.Add(EndedLeaseMemory)), "forgotten after EndedLeaseMemory")
-	require.False(t, e.has("c#x", t0), "never ended")
+	require.True(t, e.take("c#0", t0.Add(LapsedLeaseMemory-time.Nanosecond)))
+	require.False(t, e.take("c#0", t0), "taken once")
+	require.False(t, e.take("c#1", t0.Add(LapsedLeaseMemory+time.Millisecond)), "forgotten after LapsedLeaseMemory")
+	require.False(t, e.take("c#x", t0), "never lapsed")
+	e.drop("c#3")
+	require.False(t, e.take("c#3", t0), "granted again")
 
-	// c#1 ends again later: the first end's turn does not forget it.
-	e.add("c#1", t0.Add(30*time.Second))
-	later := t0.Add(EndedLeaseMemory + time.Second)
-	e.add("late", later) // forgets what ended a minute before
-	require.True(t, e.has("c#1", later))
-	require.False(t, e.has("c#2", later))
-	require.Len(t, e.forget, 2, "only c#1 and late are remembered")
-	require.LessOrEqual(t, len(e.order)-e.head, 3, "the queue holds what is remembered and c#1's earlier end at most")
+	// c#2 lapses again later: the first lapse's turn does not forget it.
+	e.add("c#2", t0.Add(30*time.Second))
+	later := t0.Add(LapsedLeaseMemory + time.Second)
+	e.add("late", later) // forgets what lapsed LapsedLeaseMemory before
+	require.Len(t, e.forget, 2, "only c#2 and late are remembered")
+	require.LessOrEqual(t, len(e.order)-e.head, 3, "the queue holds what is remembered and c#2's earlier lapse at most")
+	require.True(t, e.take("c#2", later))
 
 	// A clock that went back forgets nothing early.
 	e.add("back", t0)
-	require.True(t, e.has("late", later))
+	require.True(t, e.take("late", later))
 }

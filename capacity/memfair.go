@@ -23,8 +23,8 @@ type fairState struct {
 	past       [MaxRank + 1][]virtualPoint
 	lastServed [MaxRank + 1]int64   // when each rank last served a call, µs
 	lastFinish [MaxRank + 1]float64 // the latest finish booked in each rank while tickets wait
-	flows      map[string]flowState // by flowID
-	keys       map[string]keyState  // fairness keys with caps, by key
+	flows      map[flowID]flowState
+	keys       map[string]keyState // fairness keys with caps, by key
 
 	// keyed is set by the first keyed call since the scope was at rest;
 	// fairStartUntil (µs) ends the gathering it opened at fairStartFrom
@@ -54,7 +54,7 @@ func (m *memScope) gathering(req Request, now time.Time) bool {
 		}
 		return t < m.fairStartUntil
 	}
-	if _, seen := m.flows[flowID(req.Class, req.Fairness.Key)]; t < m.fairStartUntil && !seen && d > 0 {
+	if _, seen := m.flows[flowID{req.Class, req.Fairness.Key}]; t < m.fairStartUntil && !seen && d > 0 {
 		m.fairStartUntil = min(max(m.fairStartUntil, t+d), m.fairStartFrom+MaxFairStart.Microseconds())
 	}
 	return t < m.fairStartUntil
@@ -131,9 +131,9 @@ const MaxIdleFlows = 1024
 // (Temporal dispatched another tenant's first) is not charged for that.
 func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish, weight float64) {
 	if m.flows == nil {
-		m.flows = make(map[string]flowState)
+		m.flows = make(map[flowID]flowState)
 	}
-	id := flowID(req.Class, req.Fairness.Key)
+	id := flowID{req.Class, req.Fairness.Key}
 	f := m.flows[id]
 	f.class, f.key, f.rank = req.Class, req.Fairness.Key, rule.Rank
 	weight = req.FlowWeight(rule)
@@ -154,7 +154,7 @@ func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish,
 func (m *memScope) serve(class Class, key string, rank int, start float64, c Charges, now time.Time) {
 	m.virtual[rank] = start
 	m.logVirtual(rank, now)
-	id := flowID(class, key)
+	id := flowID{class, key}
 	if f, ok := m.flows[id]; ok {
 		f.granted += fairCost(c)
 		m.flows[id] = f
@@ -196,7 +196,7 @@ func (m *memScope) virtualAt(rank int, t time.Time) float64 {
 // unplace gives a booked ticket that was never served its place back: if
 // it is its flow's last, the flow finishes where the ticket started.
 func (m *memScope) unplace(tk Ticket) {
-	id := flowID(tk.Class, tk.Key)
+	id := flowID{tk.Class, tk.Key}
 	if f, ok := m.flows[id]; ok && f.finish == tk.Finish {
 		f.finish = tk.Start
 		m.flows[id] = f
@@ -223,7 +223,7 @@ func (m *memScope) unplaceAll(tks []Ticket) {
 // call cost (final) and what it was granted at.
 func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
 	delta := fairCost(final.NonNegative()) - fairCost(le.Charges)
-	id := flowID(le.Class, le.Key)
+	id := flowID{le.Class, le.Key}
 	if f, ok := m.flows[id]; ok && le.Weight > 0 {
 		f.finish += delta / le.Weight
 		f.granted = math.Max(0, f.granted+delta)

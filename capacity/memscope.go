@@ -19,9 +19,9 @@ type memScope struct {
 	tickets map[string]Ticket // booked ticket by Call
 
 	failures map[string]failureCount // real failures by Call
-	// endedLeases holds the leases settled or released lately, until they
-	// are forgotten: a second settle or release applies nothing.
-	endedLeases endedLeases
+	// lapsed holds the leases that expired or were superseded lately,
+	// until they are forgotten: a late settle of one applies its debt once.
+	lapsed lapsedLeases
 
 	notify chan struct{} // closed and dropped on each settle/release, made by Released
 	// due holds the channels of calls waiting for their tickets
@@ -82,7 +82,7 @@ func newMemScope(sc Scope, grace time.Duration) *memScope {
 
 // clone returns a copy of m that shares nothing with it and wakes no one:
 // Snapshot advances the copy, so that reading a scope never changes it. The
-// ended leases stay behind: a snapshot reads none.
+// lapsed leases stay behind: a snapshot settles none.
 func (m *memScope) clone() *memScope {
 	return &memScope{
 		scope: m.scope, scopeState: m.scopeState,
@@ -104,22 +104,23 @@ const LoweredLimitMemory = 10 * time.Minute
 // provider's report can lower it to.
 const MinReportedFraction = 0.1
 
-// EndedLeaseMemory is how long a store remembers that a lease was settled or
-// released, so that a repeated settle (one retried after its answer was
-// lost) or release applies nothing. A minute, as DefaultLeaseTTL: a hot
-// scope settling 200 calls a second remembers 12,000 lease ids.
-const EndedLeaseMemory = time.Minute
+// LapsedLeaseMemory is how long a store remembers a lease that ended
+// without a settle or release (it expired, or a later attempt of its call
+// superseded it), so that the settle its call sends when it answers still
+// applies the debt, the usage beyond the reservation, once. Ten minutes
+// covers an answer that outlives its lease's renewals by as long as a model
+// call runs; a settle later than that applies nothing (its reservation
+// stays spent). A lease that was settled or released is not remembered: a
+// second settle or release finds it gone and applies nothing.
+const LapsedLeaseMemory = 10 * time.Minute
 
-// ended reports whether lease id was settled or released within
-// EndedLeaseMemory.
-func (m *memScope) ended(id string, now time.Time) bool {
-	return m.endedLeases.has(id, now)
-}
-
-// end records that lease id was settled or released, and forgets those
-// ended more than EndedLeaseMemory ago.
-func (m *memScope) end(id string, now time.Time) {
-	m.endedLeases.add(id, now)
+// lapse drops call's live lease (its slot comes back, its tokens stay
+// spent) and remembers it as lapsed.
+func (m *memScope) lapse(call string, now time.Time) {
+	if le, ok := m.leases[call]; ok {
+		m.dropLease(call)
+		m.lapsed.add(le.ID, now)
+	}
 }
 
 // boundDebt bounds what a settle may charge beyond its reservation: no call
@@ -223,7 +224,7 @@ func (m *memScope) reclaim(now time.Time) {
 	var lapsed []Ticket
 	for call, le := range m.leases {
 		if !now.Before(le.Expires) {
-			m.dropLease(call)
+			m.lapse(call, now)
 			freed = true
 			continue
 		}
@@ -489,6 +490,7 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64
 	m.recent.expire(now.Add(-ReorderWindow), m.leases)
 	le.Mark = Mark{Valid: true, Granted: m.granted, InFlight: m.recent.held}
 	m.recent.add(le)
+	m.lapsed.drop(le.ID)
 	m.leases[req.Call] = le
 	m.inflight++
 	m.noteExpiry(le.Expires)

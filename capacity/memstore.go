@@ -139,7 +139,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 		case le.Attempt > req.Attempt:
 			return Reservation{}, fmt.Errorf("%w: call has attempt %d live, asked for %d", ErrStaleAttempt, le.Attempt, req.Attempt)
 		default:
-			st.dropLease(req.Call) // tokens stay spent
+			st.lapse(req.Call, now) // tokens stay spent
 		}
 	}
 
@@ -348,16 +348,17 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.advance(now)
-	if st.ended(lease.ID, now) {
-		return nil // settled or released already: once only
-	}
 	delta := st.boundDebt(final.NonNegative().Sub(lease.Charges))
 	delta[InFlight] = 0
-	if le, ok := st.leases[lease.Call]; ok && le.ID == lease.ID {
+	switch le, ok := st.leases[lease.Call]; {
+	case ok && le.ID == lease.ID:
 		st.dropLease(lease.Call)
-	} else {
-		// The lease expired: its reservation stays spent; only debt applies.
+	case st.lapsed.take(lease.ID, now):
+		// The lease expired or was superseded: its reservation stays
+		// spent; only debt applies, once.
 		delta = delta.NonNegative()
+	default:
+		return nil // settled or released already (once only), or unknown
 	}
 	st.charge(delta)
 	st.dispatched(delta)
@@ -365,7 +366,6 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	if delta.bucketsChange() {
 		st.retime(now)
 	}
-	st.end(lease.ID, now)
 	st.wake()
 	return nil
 }
@@ -399,7 +399,6 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 		st.refund(le.Charges)
 		st.settleFlow(le, Charges{}, now)
 		st.retime(now)
-		st.end(lease.ID, now)
 		st.wake()
 	}
 	return nil

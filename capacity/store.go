@@ -26,11 +26,13 @@ type Store interface {
 	Reserve(ctx context.Context, req Request) (Reservation, error)
 	// Settle ends a lease with its final charges (see Profile.Settle): the
 	// difference from the reservation is refunded (bounded by capacity) or
-	// becomes debt; the in-flight slot is freed. Settling a lease the store no
-	// longer holds (expired) applies only the debt. A lease settles once:
-	// settling or releasing it again within EndedLeaseMemory applies
-	// nothing. Final charges below zero count as zero, and the debt in a
-	// dimension is at most its whole limit (no call uses more).
+	// becomes debt; the in-flight slot is freed. Settling a lease that
+	// lapsed (it expired, or a later attempt superseded it) applies only the
+	// debt, once, within LapsedLeaseMemory of the lapse. A lease settles
+	// once: settling or releasing it again, or settling a lease the store
+	// never granted, applies nothing. Final charges below zero count as
+	// zero, and the debt in a dimension is at most its whole limit (no call
+	// uses more).
 	Settle(ctx context.Context, lease Lease, final Charges) error
 	// Release ends a lease whose call never reached the provider: every
 	// charge is refunded and the slot freed. Releasing an unknown lease, or a

@@ -25,7 +25,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "5.0"
+const scriptVersion = "5.1"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -124,7 +124,7 @@ func luaConstants() []luaConstant {
 		{"MIN_REPORTED_FRACTION", capacity.MinReportedFraction, "capacity.MinReportedFraction"},
 		{"HALF_OPEN_MEMORY", HalfOpenMemory.Microseconds(), "HalfOpenMemory (µs)"},
 		{"MAX_BLOCK", capacity.MaxBlock.Microseconds(), "capacity.MaxBlock (µs): the longest a block lasts"},
-		{"ENDED_LEASE_MEMORY", capacity.EndedLeaseMemory.Microseconds(), "capacity.EndedLeaseMemory (µs)"},
+		{"LAPSED_LEASE_MEMORY", capacity.LapsedLeaseMemory.Microseconds(), "capacity.LapsedLeaseMemory (µs)"},
 		{"ANNOUNCE_MOVE", capacity.AnnounceMove.Microseconds(), "capacity.AnnounceMove (µs)"},
 		{"OVERDUE_TICKET", capacity.OverdueTicket.Microseconds(), "capacity.OverdueTicket (µs)"},
 		{"COOLDOWN_CUT", capacity.CooldownCut, "capacity.CooldownCut: a 429's cut of the rate"},
@@ -151,13 +151,13 @@ func luaConstants() []luaConstant {
 		{"K_TICKETS", keyTickets + 1, ""},
 		{"K_TICKET_EXPIRIES", keyTicketExp + 1, ""},
 		{"K_TICKET_TIMES", keyTicketAt + 1, ""},
-		{"K_ENDED", keyEnded + 1, ""},
 		{"K_FLOWS", keyFlows + 1, ""},
 		{"K_KEY_CAPS", keyKeyCaps + 1, ""},
 		{"K_RECENT", keyRecent + 1, ""},
 		{"K_ORDER", keyOrder + 1, "rank r's tickets in their order: KEYS[K_ORDER + r]"},
 		{"K_LEASE_MARKS", keyLeaseMarks + 1, ""},
 		{"K_LEASE_EXPIRIES", keyLeaseExpiries + 1, ""},
+		{"K_LAPSED", keyLapsed + 1, ""},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
 		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},
 	}

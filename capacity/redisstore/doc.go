@@ -58,7 +58,12 @@
 // scripts do not (the leases granted lately, for Mark.InFlight; the tickets'
 // order; the leases' marks, for reports; the leases' expiries): a state
 // another version saved last is re-indexed once, from its leases and
-// tickets, before 5.0 decides on it.
+// tickets, before 5.0 decides on it. Scripts 5.1 remember the leases that
+// lapsed (expired or superseded) instead of every lease settled or
+// released: while 5.0 and 5.1 both run, a settle repeated across the two
+// may apply its debt (usage beyond the reservation) twice, or a lease
+// lapsed under 5.0 may have its late debt forgotten; grants and the budget
+// are unaffected.
 //
 // The one exception is the step to format 3 from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,

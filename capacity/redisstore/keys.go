@@ -18,13 +18,14 @@ import (
 //	{P:C}:tickets:K           booked tickets by call (record lines); TTL: at least the latest lapse
 //	{P:C}:ticket_expiries:K   ticket lapse times (sorted set)
 //	{P:C}:ticket_times:K      ticket times (sorted set)
-//	{P:C}:ended:K             leases settled or released lately, by when they are forgotten (sorted set)
+//	{P:C}:ended:K             leases settled or released lately (scripts 3.2 to 5.0 only; see keyEnded)
 //	{P:C}:flows:K             fair-queuing flows by class/key: rank, finish, granted; TTL: the state's
 //	{P:C}:keycaps:K           fairness keys' cap counters by key; TTL: the state's
 //	{P:C}:recent:K            the leases granted within capacity.ReorderWindow, oldest first (list); TTL: the window's
 //	{P:C}:order:R:K           rank R's tickets by virtual finish (sorted set), R from 0 to capacity.MaxRank; TTL: the tickets'
 //	{P:C}:leasemarks:K        each live lease's mark and charges per bucket, packed (msgpack), by call; TTL: the leases'
 //	{P:C}:lease_expiries:K    live leases by expiry (sorted set); TTL: the leases'
+//	{P:C}:lapsed:K            leases expired or superseded lately, by when they are forgotten (sorted set)
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //	{P:C}:learn:K:KIND, {P:C}:learnin:K, {P:C}:learnkinds:K   what was learned (see learn.go)
@@ -42,7 +43,7 @@ const (
 	keyTickets   = 4
 	keyTicketExp = 5
 	keyTicketAt  = 6
-	keyEnded     = 7  // added in scripts 3.2; earlier scripts ignore it
+	keyEnded     = 7  // added in scripts 3.2, unread since 5.1 (kept for older scripts)
 	keyFlows     = 8  // added in scripts 4.0
 	keyKeyCaps   = 9  // added in scripts 4.0
 	keyRecent    = 10 // added in scripts 5.0
@@ -51,6 +52,7 @@ const (
 	// scripts 5.0).
 	keyLeaseMarks    = keyOrder + capacity.MaxRank + 1
 	keyLeaseExpiries = keyLeaseMarks + 1
+	keyLapsed        = keyLeaseExpiries + 1 // added in scripts 5.1
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -95,7 +97,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 	for r := range capacity.MaxRank + 1 {
 		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
 	}
-	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k)
+	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k)
 	return sk
 }
 

@@ -59,6 +59,7 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":order:7:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":leasemarks:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":lease_expiries:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":lapsed:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)
@@ -135,6 +136,10 @@ func TestKeyTTLs(t *testing.T) {
 	require.False(t, ok, "no lease left, no lease marks")
 	_, ok = keys[k.keys[keyLeaseExpiries]]
 	require.False(t, ok, "no lease left, no lease expiries")
+	for _, key := range []int{keyEnded, keyLapsed} {
+		_, ok = keys[k.keys[key]]
+		require.False(t, ok, "a settled lease leaves no record: %s", k.keys[key])
+	}
 	requireTTL(t, time.Until(l.DayReset.Next(time.Now())), keys[k.keys[keyState]], time.Since(began))
 
 	// Without a daily limit the state lives only until the bucket is full.

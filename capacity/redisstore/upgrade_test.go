@@ -25,6 +25,7 @@ var previousScripts = []struct {
 }{
 	{"3.3", "testdata/scripts-v3.3", true},
 	{"4.7", "testdata/scripts-v4.7", false}, // before the indexes of 5.0 (decision 0007)
+	{"5.0", "testdata/scripts-v5.0", false}, // remembers ended leases, not lapsed ones
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with

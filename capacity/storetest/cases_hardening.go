@@ -70,6 +70,56 @@ var hardeningCases = []Case{
 		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 100)))
 		assert.InDelta(h.t, 400, h.level(capacity.Tokens), 1e-6, "once")
 	}},
+	{"SupersededLeaseSettledLateChargesDebtOnce", func(h *harness) {
+		// Attempt 2 of a call supersedes attempt 1, whose answer comes
+		// later: its usage beyond its reservation still counts, once.
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second} // 100/s, capacity 500
+		r := h.req(l, tokens(100, 0))
+		first := h.grant(r)
+		r.Attempt = 2
+		second := h.grant(r)
+		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-6, "the first attempt's tokens stay spent")
+		require.NoError(h.t, h.store.Settle(h.ctx, second, second.Charges))
+		require.NoError(h.t, h.store.Settle(h.ctx, first, tokens(100, 100)))
+		assert.InDelta(h.t, 200, h.level(capacity.Tokens), 1e-6, "the debt applies")
+		require.NoError(h.t, h.store.Settle(h.ctx, first, tokens(100, 100)))
+		assert.InDelta(h.t, 200, h.level(capacity.Tokens), 1e-6, "once")
+	}},
+	{"LapsedLeaseForgottenAfterItsMemory", func(h *harness) {
+		// A settle later than LapsedLeaseMemory after its lease lapsed
+		// applies nothing: its reservation stays spent.
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second}
+		r := h.req(l, tokens(100, 0))
+		r.TTL = time.Second
+		le := h.grant(r)
+		h.clock.Advance(2 * time.Second)
+		h.grant(h.req(l, one())) // the store sees the lease lapsed
+		h.clock.Advance(capacity.LapsedLeaseMemory)
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 300)))
+		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-6, "forgotten: no debt")
+	}},
+	{"UnknownLeaseSettlesNothing", func(h *harness) {
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second}
+		h.grant(h.req(l, one()))
+		never := capacity.Lease{ID: capacity.LeaseID("never", 1), Call: "never", Attempt: 1, Scope: testScope, Charges: tokens(100, 0)}
+		require.NoError(h.t, h.store.Settle(h.ctx, never, tokens(100, 300)))
+		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-6, "a lease never granted charges nothing")
+	}},
+	{"AttemptGrantedAgainAfterLapseSettlesOnce", func(h *harness) {
+		// The same attempt reserved again after its lease expired holds a
+		// new lease of the same id: settled twice, it charges once.
+		l := capacity.Limits{TokensPerMinute: 6000, SafetyMargin: 1, Burst: 5 * time.Second}
+		r := h.req(l, tokens(100, 0))
+		r.TTL = time.Second
+		h.grant(r)
+		h.clock.Advance(2 * time.Second) // lapsed; refilled to 500
+		le := h.grant(r)
+		assert.InDelta(h.t, 400, h.level(capacity.Tokens), 1e-6)
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 100)))
+		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-6)
+		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 100)))
+		assert.InDelta(h.t, 300, h.level(capacity.Tokens), 1e-6, "once")
+	}},
 	{"AbsurdUsageIsBounded", func(h *harness) {
 		// A settle reporting 1e15 tokens is held to what one call can use:
 		// the whole per-minute limit. The scope waits about a minute, not

@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "5.0"
+local SCRIPT_VERSION = "5.1"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -55,8 +55,8 @@ local MIN_REPORTED_FRACTION = 0.1
 local HALF_OPEN_MEMORY = 86400000000
 -- capacity.MaxBlock (µs): the longest a block lasts
 local MAX_BLOCK = 2678400000000
--- capacity.EndedLeaseMemory (µs)
-local ENDED_LEASE_MEMORY = 60000000
+-- capacity.LapsedLeaseMemory (µs)
+local LAPSED_LEASE_MEMORY = 600000000
 -- capacity.AnnounceMove (µs)
 local ANNOUNCE_MOVE = 10000
 -- capacity.OverdueTicket (µs)
@@ -98,7 +98,6 @@ local K_LEASES = 4
 local K_TICKETS = 5
 local K_TICKET_EXPIRIES = 6
 local K_TICKET_TIMES = 7
-local K_ENDED = 8
 local K_FLOWS = 9
 local K_KEY_CAPS = 10
 local K_RECENT = 11
@@ -106,6 +105,7 @@ local K_RECENT = 11
 local K_ORDER = 12
 local K_LEASE_MARKS = 20
 local K_LEASE_EXPIRIES = 21
+local K_LAPSED = 22
 -- a stored lease (constants.go: leaseFields)
 local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}, {"inflight", "dimension"}}
 -- a stored ticket (constants.go: ticketFields)

@@ -256,7 +256,7 @@ local function reserve(req)
   if le then
     if le.attempt == req.attempt then return {'G', 0, 0, encodeRecord(le, LEASE_FIELDS)} end
     if le.attempt > req.attempt then return {'s', le.attempt} end
-    dropLease(req.call) -- its tokens stay spent
+    lapse(req.call) -- its tokens stay spent
   end
   local blocked = blockDenial()
   if blocked then return blocked end
@@ -277,15 +277,16 @@ end
 local function settle(c, attempt, delta, lease)
   if not LOADED then return 'gone' end
   advance()
-  local id = c .. '#' .. attempt
-  if ended(id) then return 'ok' end -- settled or released already: once only
   delta = boundDebt(delta)
   local le = getLease(c)
   if le and le.attempt == attempt then
     dropLease(c)
-  else
-    -- The lease expired: its reservation stays spent; only debt applies.
+  elseif takeLapsed(c .. '#' .. attempt) then
+    -- The lease expired or was superseded: its reservation stays spent;
+    -- only debt applies, once.
     for d = 1, ND do delta[d] = max(delta[d], 0) end
+  else
+    return 'ok' -- settled or released already (once only), or unknown
   end
   charge(delta)
   dispatched(delta)
@@ -298,7 +299,6 @@ local function settle(c, attempt, delta, lease)
       break
     end
   end
-  endLease(id)
   wake()
   return 'ok'
 end

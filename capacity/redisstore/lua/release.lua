@@ -23,7 +23,6 @@ else
     refund(le.charge)
     fair.settleFlow(le.class, le.key, le.weight, le.charge, zeros(ND), le.granted_at)
     retime()
-    endLease(ID)
     wake()
   end
 end

@@ -548,7 +548,7 @@ local function reclaimLeases()
   for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_LEASE_EXPIRIES], '-inf', NOW)) do
     local le = getLease(c)
     if le and le.expires <= NOW then
-      dropLease(c)
+      lapse(c)
       dead = dead + 1
     elseif le then
       index.expiryPut(c, le.expires) -- renewed by scripts that keep no index

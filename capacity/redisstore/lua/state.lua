@@ -598,25 +598,32 @@ local function grantLease(c, fresh, req, weight)
   index.marksPut(req.call, le)
   index.expiryPut(req.call, le.expires)
   putLease(req.call, le)
+  write('ZREM', KEYS[K_LAPSED], req.call .. '#' .. req.attempt) -- granted again: live, not lapsed
   if S.leases == 0 then NEW_LEASE_KEY = true end
   S.leases = S.leases + 1
   noteExpiry(le.expires, 'next_lease_expiry')
   return le
 end
 
--- ended reports whether lease id was settled or released within
--- ENDED_LEASE_MEMORY (memScope.ended).
-local function ended(id)
-  local forget = tonumber(call('ZSCORE', KEYS[K_ENDED], id))
-  return forget ~= nil and NOW < forget
+-- takeLapsed reports whether lease id lapsed (expired or was superseded)
+-- within LAPSED_LEASE_MEMORY, and forgets it (lapsedLeases.take).
+local function takeLapsed(id)
+  local forget = tonumber(call('ZSCORE', KEYS[K_LAPSED], id))
+  if forget == nil then return false end
+  write('ZREM', KEYS[K_LAPSED], id)
+  return NOW < forget
 end
 
--- endLease records that lease id was settled or released, and forgets those
--- ended more than ENDED_LEASE_MEMORY ago (memScope.end).
-local function endLease(id)
-  write('ZADD', KEYS[K_ENDED], NOW + ENDED_LEASE_MEMORY, id)
-  write('ZREMRANGEBYSCORE', KEYS[K_ENDED], '-inf', NOW)
-  write('PEXPIRE', KEYS[K_ENDED], ceil((ENDED_LEASE_MEMORY + SLACK) / 1000))
+-- lapse drops c's live lease (its slot comes back, its tokens stay spent)
+-- and remembers it as lapsed until LAPSED_LEASE_MEMORY from now, forgetting
+-- those lapsed longer ago (memScope.lapse).
+local function lapse(c)
+  local le = getLease(c)
+  if not le then return end
+  dropLease(c)
+  write('ZADD', KEYS[K_LAPSED], NOW + LAPSED_LEASE_MEMORY, c .. '#' .. le.attempt)
+  write('ZREMRANGEBYSCORE', KEYS[K_LAPSED], '-inf', NOW)
+  write('PEXPIRE', KEYS[K_LAPSED], ceil((LAPSED_LEASE_MEMORY + SLACK) / 1000))
 end
 
 -- Tickets -------------------------------------------------------------------
