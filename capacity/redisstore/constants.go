@@ -70,14 +70,14 @@ var (
 	leaseFields = []recordField{
 		{fieldAttempt, kindNumber}, {fieldClass, kindNumber}, {fieldGrantedAt, kindNumber},
 		{fieldExpires, kindNumber}, {fieldCharge, kindDimension}, {fieldMark, kindDimension},
-		{fieldKey, kindString}, {fieldWeight, kindNumber}, // its flow (4.0): lua/fair.lua
+		{fieldKey, kindString}, {fieldWeight, kindNumber}, // its flow (4.0): fair in lua/rules.lua
 		{fieldInFlight, kindDimension}, // what the leases then live, and recent, held (4.4): Mark.InFlight
 	}
 	ticketFields = []recordField{
 		{fieldAt, kindNumber}, {fieldExpires, kindNumber}, {fieldClass, kindNumber}, {fieldCharge, kindDimension},
 		{fieldTold, kindNumber}, // the time its call was last given (3.3): lua/rules.lua, retime
 		{fieldKey, kindString}, {fieldRank, kindNumber}, {fieldFloor, kindNumber}, {fieldWeight, kindNumber},
-		{fieldStart, kindNumber}, {fieldFinish, kindNumber}, // its place in fair queuing (4.0): lua/fair.lua
+		{fieldStart, kindNumber}, {fieldFinish, kindNumber}, // its place in fair queuing (4.0): fair in lua/rules.lua
 	}
 )
 

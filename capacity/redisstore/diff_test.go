@@ -97,7 +97,7 @@ var diffScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", 
 // drawLimits draws new values for the limited dimensions. Which dimensions
 // are limited never changes: MemoryStore.unbook leaks booked capacity when a
 // bucket's limited status changes while a ticket is out (this store keeps
-// the exact sum; see unbook in lua/common.lua).
+// the exact sum; see unbook in lua/state.lua).
 func (m *diffModel) drawLimits(t *rapid.T) capacity.Limits {
 	lim := func(d capacity.Dimension, lo, hi int64) int64 {
 		if m.on[d] {
