@@ -243,3 +243,32 @@ func receiverType(e ast.Expr) string {
 	}
 	return ""
 }
+
+// maxParagraph is the most words a paragraph or list item of the README
+// may hold: longer explanations belong in docs/.
+const maxParagraph = 120
+
+var (
+	codeBlock = regexp.MustCompile("(?s)```.*?```")
+	blankLine = regexp.MustCompile(`\n\s*\n`)
+	listItem  = regexp.MustCompile(`\n(?:\s*[-*] |\s*\d+\. )`)
+)
+
+// TestREADMEParagraphsAreShort: no paragraph or list item of the README,
+// code and tables aside, runs over maxParagraph words.
+func TestREADMEParagraphsAreShort(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range blankLine.Split(codeBlock.ReplaceAllString(string(b), ""), -1) {
+		if strings.HasPrefix(strings.TrimSpace(block), "|") {
+			continue
+		}
+		for _, p := range listItem.Split(block, -1) {
+			if n := len(strings.Fields(p)); n > maxParagraph {
+				t.Errorf("README.md has a paragraph of %d words (at most %d): %.80q", n, maxParagraph, p)
+			}
+		}
+	}
+}
