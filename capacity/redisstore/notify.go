@@ -71,24 +71,29 @@ func newNotifier(s *Store) *notifier {
 	return &notifier{s: s, subs: make(map[string]*subscription), due: make(map[dueKey]chan struct{})}
 }
 
-func (n *notifier) queue(k *scopeKeys) *waitQueue {
+// queue returns k's wait queue and whether this call made it: the caller
+// that made it subscribes the scope's channel once it has registered what
+// it waits for, so that the subscription's confirmation, which wakes the
+// head of the queue (a release may have been missed while it was made),
+// finds it there.
+func (n *notifier) queue(k *scopeKeys) (*waitQueue, bool) {
 	if q, ok := n.queues.Load(k.scopeKey); ok {
-		return q.(*waitQueue)
+		return q.(*waitQueue), false
 	}
 	q, loaded := n.queues.LoadOrStore(k.scopeKey, &waitQueue{credKey: k.credKey})
-	if !loaded {
-		n.subscribe(k)
-	}
-	return q.(*waitQueue)
+	return q.(*waitQueue), !loaded
 }
 
 func (n *notifier) released(k *scopeKeys) (<-chan struct{}, func()) {
-	q := n.queue(k)
+	q, made := n.queue(k)
 	w := &waiter{ch: make(chan struct{})}
 	q.mu.Lock()
 	w.elem = q.waiters.PushBack(w)
 	q.n.Add(1)
 	q.mu.Unlock()
+	if made {
+		n.subscribe(k)
+	}
 	return w.ch, func() {
 		q.mu.Lock()
 		q.end(w)
@@ -308,7 +313,7 @@ func (s *Store) TicketDue(sc capacity.Scope, call string) (<-chan struct{}, func
 }
 
 func (n *notifier) ticketDue(k *scopeKeys, call string) (<-chan struct{}, func()) {
-	n.queue(k) // subscribed to the scope's channel
+	_, made := n.queue(k)
 	key := dueKey{k.scopeKey, call}
 	n.dueMu.Lock()
 	defer n.dueMu.Unlock()
@@ -316,6 +321,9 @@ func (n *notifier) ticketDue(k *scopeKeys, call string) (<-chan struct{}, func()
 	if !ok {
 		ch = make(chan struct{})
 		n.due[key] = ch
+	}
+	if made {
+		n.subscribe(k) // the scope's channel announces the ticket
 	}
 	return ch, func() {
 		n.dueMu.Lock()

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/tollgate-dev/tollgate/testsuite"
 )
@@ -183,10 +184,7 @@ func Run(ctx context.Context, env *Env, o Options) (Result, error) {
 			p, ok := r.Progress[t.Name]
 			var err error
 			if !ok {
-				var v converter.EncodedValue
-				if v, err = env.Client.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), progressQuery); err == nil {
-					err = v.Get(&p)
-				}
+				p, err = queryProgress(ctx, env.Client, run)
 				r.Progress[t.Name] = p
 			}
 			if err == nil {
@@ -205,6 +203,29 @@ func Run(ctx context.Context, env *Env, o Options) (Result, error) {
 	r.Record.Limits = plan.Limits
 	r.Figures = Measure(r.Record)
 	return r, nil
+}
+
+// queryProgress queries a tenant workflow's Progress. A workflow whose
+// task failed (on a loaded machine, one that outran the deadlock detector)
+// answers no query until the server has retried the task: it is asked
+// again every half second, for at most a minute.
+func queryProgress(ctx context.Context, c client.Client, run client.WorkflowRun) (Progress, error) {
+	var p Progress
+	for tries := 0; ; tries++ {
+		v, err := c.QueryWorkflow(ctx, run.GetID(), run.GetRunID(), progressQuery)
+		if err == nil {
+			return p, v.Get(&p)
+		}
+		var notReady *serviceerror.WorkflowNotReady
+		if !errors.As(err, &notReady) || tries == 120 {
+			return p, err
+		}
+		select {
+		case <-ctx.Done():
+			return p, err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // firstBulkRequest waits until the fake provider has seen a bulk request
