@@ -42,7 +42,7 @@ const MaxFairStart = 5 * time.Second
 // to the gathering keeps it open FairStart more (MaxFairStart from its
 // start at most), so backlogs that Temporal dispatches one after another
 // all arrive before the first burst is shared.
-func (m *memScope) gathering(req Request, now time.Time) bool {
+func (m *memScope) gathering(req *Request, now time.Time) bool {
 	if req.Fairness.Key == "" {
 		return false
 	}
@@ -129,7 +129,7 @@ const MaxIdleFlows = 1024
 // unknown), whichever is later: a key that waited for nothing keeps no
 // credit, and one whose calls were held before they reached the store
 // (Temporal dispatched another tenant's first) is not charged for that.
-func (m *memScope) place(req Request, rule ClassRule, c Charges) (start, finish, weight float64) {
+func (m *memScope) place(req *Request, rule ClassRule, c Charges) (start, finish, weight float64) {
 	if m.flows == nil {
 		m.flows = make(map[flowID]flowState)
 	}
@@ -255,7 +255,7 @@ func (m *memScope) forgetIdleFlows() {
 // booked or in flight and every bucket full. No flow is then ahead of
 // another (the Redis store's state may expire then). Key caps are kept.
 func (m *memScope) forgetIdle() {
-	if len(m.flows) == 0 && !m.keyed || len(m.tickets) > 0 || len(m.leases) > 0 {
+	if len(m.flows) == 0 && !m.keyed || len(m.tickets) > 0 || m.leases.len() > 0 {
 		return
 	}
 	for d := range numBuckets {
@@ -300,7 +300,7 @@ func (m *memScope) refreshKey(f Fairness, now time.Time) keyState {
 
 // keyTooLarge returns the error of a call larger than its key's daily
 // cap: no day would admit it.
-func keyTooLarge(req Request) error {
+func keyTooLarge(req *Request) error {
 	f := req.Fairness
 	if tok := keyTokens(req.Charges); f.TokensPerDay > 0 && tok > float64(f.TokensPerDay) {
 		return &DemandTooLargeError{Dimension: TokensPerDay, Charge: int64(tok), Capacity: float64(f.TokensPerDay), Key: true}
@@ -311,7 +311,7 @@ func keyTooLarge(req Request) error {
 // keyCapDenial returns the denial of a request its key's caps stop: the
 // day's tokens (Fairness.TokensPerDay), then the key's share of every
 // per-minute bucket (Fairness.Share), where it waits without booking.
-func (m *memScope) keyCapDenial(req Request, now time.Time) (Reservation, bool) {
+func (m *memScope) keyCapDenial(req *Request, now time.Time) (Reservation, bool) {
 	f := req.Fairness
 	if f.Share <= 0 && f.TokensPerDay <= 0 {
 		return Reservation{}, false

@@ -14,7 +14,7 @@ type memScope struct {
 	scope Scope
 	scopeState
 
-	leases  map[string]Lease  // live lease by Call
+	leases  leaseSet          // live lease by Call
 	recent  recentGrants      // the leases granted within ReorderWindow: Mark.InFlight
 	tickets map[string]Ticket // booked ticket by Call
 
@@ -74,7 +74,7 @@ type scopeState struct {
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {
 	return &memScope{
-		scope: sc, leases: make(map[string]Lease), tickets: make(map[string]Ticket),
+		scope: sc, leases: newLeaseSet(), tickets: make(map[string]Ticket),
 		failures: make(map[string]failureCount),
 		grace:    grace,
 	}
@@ -86,7 +86,7 @@ func newMemScope(sc Scope, grace time.Duration) *memScope {
 func (m *memScope) clone() *memScope {
 	return &memScope{
 		scope: m.scope, scopeState: m.scopeState,
-		leases: maps.Clone(m.leases), recent: m.recent.clone(), tickets: maps.Clone(m.tickets),
+		leases: m.leases.clone(), recent: m.recent.clone(), tickets: maps.Clone(m.tickets),
 		failures: map[string]failureCount{},
 		grace:    m.grace,
 		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish, past: m.past, lastServed: m.lastServed,
@@ -117,7 +117,7 @@ const LapsedLeaseMemory = 10 * time.Minute
 // lapse drops call's live lease (its slot comes back, its tokens stay
 // spent) and remembers it as lapsed.
 func (m *memScope) lapse(call string, now time.Time) {
-	if le, ok := m.leases[call]; ok {
+	if le, ok := m.leases.get(call); ok {
 		m.dropLease(call)
 		m.lapsed.add(le.ID, now)
 	}
@@ -222,7 +222,7 @@ func (m *memScope) reclaim(now time.Time) {
 	var next time.Time
 	freed := false
 	var lapsed []Ticket
-	for call, le := range m.leases {
+	for call, le := range m.leases.all() {
 		if !now.Before(le.Expires) {
 			m.lapse(call, now)
 			freed = true
@@ -277,7 +277,7 @@ func (m *memScope) slotFree(floor float64) bool {
 // live lease expiry.
 func (m *memScope) nextSlotAt(now time.Time) time.Time {
 	var t time.Time
-	for _, le := range m.leases {
+	for _, le := range m.leases.all() {
 		if t.IsZero() || le.Expires.Before(t) {
 			t = le.Expires
 		}
@@ -351,7 +351,7 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 // counters, leaving floor (a fraction) of them to higher classes: a spent
 // day is not booked; it resets at its boundary. A large call may use a
 // fresh day.
-func (m *memScope) dailyDenial(req Request, floor float64, now time.Time) (Reservation, bool) {
+func (m *memScope) dailyDenial(req *Request, floor float64, now time.Time) (Reservation, bool) {
 	for _, d := range [...]Dimension{RequestsPerDay, TokensPerDay} {
 		b := m.budgets[d]
 		allowance := math.Max(b.Capacity-math.Floor(floor*b.Capacity), float64(req.Charges[d]))
@@ -364,7 +364,7 @@ func (m *memScope) dailyDenial(req Request, floor float64, now time.Time) (Reser
 
 // bucketWait returns how long req must wait for the per-minute buckets
 // (the longest wait binds) and the binding dimension (-1: none).
-func (m *memScope) bucketWait(req Request, rank int, floor float64, now time.Time) (time.Duration, Dimension) {
+func (m *memScope) bucketWait(req *Request, rank int, floor float64, now time.Time) (time.Duration, Dimension) {
 	var wait time.Duration
 	binding := Dimension(-1)
 	for d := range numBuckets {
@@ -477,7 +477,7 @@ func (m *memScope) refund(c Charges) {
 
 // grantLease makes the call's lease. A fresh grant charges c; a claimed
 // ticket was charged when it was booked.
-func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64, now time.Time, ttl time.Duration) Lease {
+func (m *memScope) grantLease(req *Request, c Charges, fresh bool, weight float64, now time.Time, ttl time.Duration) Lease {
 	if fresh {
 		m.charge(c)
 	}
@@ -487,11 +487,11 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64
 		Charges: c, Class: req.Class, Key: req.Fairness.Key, Weight: weight,
 		GrantedAt: now, Expires: now.Add(ttl),
 	}
-	m.recent.expire(now.Add(-ReorderWindow), m.leases)
+	m.recent.expire(now.Add(-ReorderWindow), &m.leases)
 	le.Mark = Mark{Valid: true, Granted: m.granted, InFlight: m.recent.held}
-	m.recent.add(le)
+	slot, gen := m.leases.put(req.Call, le)
+	m.recent.add(le, slot, gen)
 	m.lapsed.drop(le.ID)
-	m.leases[req.Call] = le
 	m.inflight++
 	m.noteExpiry(le.Expires)
 	return le
@@ -505,9 +505,9 @@ func (m *memScope) grantLease(req Request, c Charges, fresh bool, weight float64
 const ReorderWindow = 250 * time.Millisecond
 
 func (m *memScope) dropLease(call string) {
-	if le, ok := m.leases[call]; ok {
+	if le, ok := m.leases.get(call); ok {
 		m.recent.ended(le)
-		delete(m.leases, call)
+		m.leases.del(call)
 		m.inflight--
 	}
 }
@@ -604,7 +604,7 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		if o.Mark.Valid {
 			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
 		}
-		for _, le := range m.leases {
+		for _, le := range m.leases.all() {
 			switch {
 			case !o.Mark.Valid:
 				since += float64(le.Charges[d]) // unknown send time: any may have left after it
@@ -700,7 +700,7 @@ func (m *memScope) snapshot(s Snapshot, now time.Time) Snapshot {
 	s.Level[RequestsPerDay] = m.budgets[RequestsPerDay].Capacity - m.dayUsed[0]
 	s.Level[TokensPerDay] = m.budgets[TokensPerDay].Capacity - m.dayUsed[1]
 	s.Level[InFlight] = m.budgets[InFlight].Capacity - float64(m.inflight)
-	for _, le := range m.leases {
+	for _, le := range m.leases.all() {
 		s.Leases = append(s.Leases, le)
 	}
 	sort.Slice(s.Leases, func(i, j int) bool { return s.Leases[i].ID < s.Leases[j].ID })

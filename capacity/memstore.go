@@ -123,7 +123,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 			return Reservation{}, &DemandTooLargeError{Dimension: d, Charge: req.Charges[d], Capacity: most}
 		}
 	}
-	if err := keyTooLarge(req); err != nil {
+	if err := keyTooLarge(&req); err != nil {
 		return Reservation{}, err
 	}
 	ttl := req.TTL
@@ -132,7 +132,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	}
 
 	// Idempotency and attempt supersession.
-	if le, ok := st.leases[req.Call]; ok {
+	if le, ok := st.leases.get(req.Call); ok {
 		switch {
 		case le.Attempt == req.Attempt:
 			return Reservation{Granted: true, Lease: le, Now: now}, nil
@@ -148,7 +148,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	}
 	// A half-open block that has run out lets exactly one call through.
 	pc, probe := s.claimProbe(st, now)
-	res, err := s.admit(st, req, now, ttl)
+	res, err := s.admit(st, &req, now, ttl)
 	if probe {
 		if res.Granted {
 			res.Probe = true
@@ -223,7 +223,7 @@ func (s *MemoryStore) undoProbe(st *memScope, pc probeClaim) {
 }
 
 // admit decides a request that no block stops. It requires st.mu.
-func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.Duration) (Reservation, error) {
+func (s *MemoryStore) admit(st *memScope, req *Request, now time.Time, ttl time.Duration) (Reservation, error) {
 	if tk, ok := st.tickets[req.Call]; ok {
 		return s.claimTicket(st, req, tk, now, ttl), nil
 	}
@@ -299,16 +299,17 @@ func (s *MemoryStore) admit(st *memScope, req Request, now time.Time, ttl time.D
 
 // grantTicket grants the call holding a due ticket its lease: the ticket's
 // charges were taken when it was booked. It requires st.mu.
-func (s *MemoryStore) grantTicket(st *memScope, req Request, now time.Time, ttl time.Duration) Reservation {
+func (s *MemoryStore) grantTicket(st *memScope, req *Request, now time.Time, ttl time.Duration) Reservation {
 	tk, _ := st.unbook(req.Call)
 	st.serve(tk.Class, tk.Key, tk.Rank, tk.Start, tk.Charges, now)
-	req.Class, req.Fairness.Key = tk.Class, tk.Key
-	return Reservation{Granted: true, Lease: st.grantLease(req, tk.Charges, false, tk.Weight, now, ttl), Now: now}
+	r := *req // the lease carries the ticket's class and key
+	r.Class, r.Fairness.Key = tk.Class, tk.Key
+	return Reservation{Granted: true, Lease: st.grantLease(&r, tk.Charges, false, tk.Weight, now, ttl), Now: now}
 }
 
 // claimTicket decides a call that holds ticket tk: it claims it at its time
 // without competing again. It requires st.mu.
-func (s *MemoryStore) claimTicket(st *memScope, req Request, tk Ticket, now time.Time, ttl time.Duration) Reservation {
+func (s *MemoryStore) claimTicket(st *memScope, req *Request, tk Ticket, now time.Time, ttl time.Duration) Reservation {
 	if now.Before(tk.At) && st.takeOverdue(req.Call, now) {
 		tk = st.tickets[req.Call]
 	}
@@ -350,7 +351,7 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	st.advance(now)
 	delta := st.boundDebt(final.NonNegative().Sub(lease.Charges))
 	delta[InFlight] = 0
-	switch le, ok := st.leases[lease.Call]; {
+	switch le, ok := st.leases.get(lease.Call); {
 	case ok && le.ID == lease.ID:
 		st.dropLease(lease.Call)
 	case st.lapsed.take(lease.ID, now):
@@ -394,7 +395,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 		}
 		return nil
 	}
-	if le, ok := st.leases[lease.Call]; ok && le.ID == lease.ID {
+	if le, ok := st.leases.get(lease.Call); ok && le.ID == lease.ID {
 		st.dropLease(lease.Call)
 		st.refund(le.Charges)
 		st.settleFlow(le, Charges{}, now)
@@ -420,12 +421,12 @@ func (s *MemoryStore) Renew(ctx context.Context, lease Lease, ttl time.Duration)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.advance(now)
-	le, ok := st.leases[lease.Call]
+	le, ok := st.leases.get(lease.Call)
 	if !ok || le.ID != lease.ID {
 		return Lease{}, ErrLeaseNotFound
 	}
 	le.Expires = now.Add(ttl)
-	st.leases[lease.Call] = le
+	st.leases.update(lease.Call, le)
 	st.noteExpiry(le.Expires)
 	return le, nil
 }

@@ -12,27 +12,31 @@ type recentGrants struct {
 	head  int
 	// held is what the live leases of the queue hold.
 	held [NumDimensions]float64
-	// cutoff is the grant time before which entries have left the queue:
-	// a lease granted at or after it that ends takes its charges out of
-	// held itself.
-	cutoff time.Time
+	// cutoff is the grant time (unix nanoseconds) before which entries
+	// have left the queue: a lease granted at or after it that ends takes
+	// its charges out of held itself.
+	cutoff int64
 }
 
+// recentGrant names a granted lease by its slot and generation in the
+// scope's leaseSet: no pointer, so a hot scope's queue costs the garbage
+// collector nothing to scan.
 type recentGrant struct {
-	call      string
-	attempt   int
-	grantedAt time.Time
+	slot      int32
+	gen       uint32
+	grantedAt int64 // unix nanoseconds
 }
 
 // inWindow reports whether a lease granted at grantedAt is still counted
 // in held (while it lives).
 func (r *recentGrants) inWindow(grantedAt time.Time) bool {
-	return !grantedAt.Before(r.cutoff)
+	return grantedAt.UnixNano() >= r.cutoff
 }
 
-// add counts lease le, granted now.
-func (r *recentGrants) add(le Lease) {
-	r.queue = append(r.queue, recentGrant{le.Call, le.Attempt, le.GrantedAt})
+// add counts le, granted now in slot and generation gen of the scope's
+// leases.
+func (r *recentGrants) add(le Lease, slot int32, gen uint32) {
+	r.queue = append(r.queue, recentGrant{slot, gen, le.GrantedAt.UnixNano()})
 	for d := range r.held {
 		r.held[d] += float64(le.Charges[d])
 	}
@@ -48,29 +52,26 @@ func (r *recentGrants) ended(le Lease) {
 	}
 }
 
-// expire drops the entries granted before cutoff, taking the leases of
-// them that still live (leases, by call) out of held. With no entry left,
-// held is exactly zero. The cutoff never moves back (a clock that did
-// would count a lease twice).
-func (r *recentGrants) expire(cutoff time.Time, leases map[string]Lease) {
-	if cutoff.After(r.cutoff) {
-		r.cutoff = cutoff
+// expire drops the entries granted before cutoff, taking the charges of
+// the leases still live out of held. A cutoff earlier than the last one
+// (a clock that went back) drops nothing more.
+func (r *recentGrants) expire(cutoff time.Time, leases *leaseSet) {
+	if c := cutoff.UnixNano(); c > r.cutoff {
+		r.cutoff = c
 	}
-	for r.head < len(r.queue) && r.queue[r.head].grantedAt.Before(r.cutoff) {
+	for r.head < len(r.queue) && r.queue[r.head].grantedAt < r.cutoff {
 		g := r.queue[r.head]
-		if le, ok := leases[g.call]; ok && le.Attempt == g.attempt && le.GrantedAt.Equal(g.grantedAt) {
+		if le, ok := leases.at(g.slot, g.gen); ok {
 			for d := range r.held {
 				r.held[d] -= float64(le.Charges[d])
 			}
 		}
-		r.queue[r.head] = recentGrant{}
 		r.head++
 	}
 	if r.head == len(r.queue) {
 		r.queue, r.head, r.held = r.queue[:0], 0, [NumDimensions]float64{}
 	} else if r.head > 64 && r.head*2 >= len(r.queue) {
 		n := copy(r.queue, r.queue[r.head:])
-		clear(r.queue[n:])
 		r.queue, r.head = r.queue[:n], 0
 	}
 }

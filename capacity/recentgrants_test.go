@@ -12,24 +12,25 @@ import (
 // grants, ends, expiry and a clock that went back.
 func TestRecentGrants(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	leases := map[string]Lease{}
+	leases := newLeaseSet()
 	var r recentGrants
 	grant := func(call string, attempt int, at time.Time, tokens int64) [NumDimensions]float64 {
-		r.expire(at.Add(-ReorderWindow), leases)
+		r.expire(at.Add(-ReorderWindow), &leases)
 		held := r.held
 		le := Lease{Call: call, Attempt: attempt, GrantedAt: at, Charges: Charges{Requests: 1, Tokens: tokens}}
-		r.add(le)
-		leases[call] = le
+		slot, gen := leases.put(call, le)
+		r.add(le, slot, gen)
 		return held
 	}
 	end := func(call string) {
-		r.ended(leases[call])
-		delete(leases, call)
+		le, _ := leases.get(call)
+		r.ended(le)
+		leases.del(call)
 	}
 	// sum is the rule the queue replaces: every live lease granted within
 	// ReorderWindow before now.
 	sum := func(now time.Time) (s [NumDimensions]float64) {
-		for _, le := range leases {
+		for _, le := range leases.all() {
 			if !le.GrantedAt.Before(now.Add(-ReorderWindow)) {
 				for d := range s {
 					s[d] += float64(le.Charges[d])
