@@ -117,16 +117,36 @@ func (s *ClassSet) Rule(c Class, since, now time.Time) (ClassRule, Class) {
 		return ClassRule{Rank: 0, Weight: 1}, c
 	}
 	weight := d.Weight
-	waited := now.Sub(since)
-	for !since.IsZero() && d.AgingAfter > 0 && waited >= d.AgingAfter {
-		next, ok := s.nextRank(d.Rank)
-		if !ok {
-			break
-		}
-		waited -= d.AgingAfter
-		c, d = next, s.defs[next]
-	}
+	c = aged(c, since, now, s.lift)
+	d = s.defs[c]
 	return ClassRule{Rank: d.Rank, Floor: d.Floor, Weight: weight}, c
+}
+
+// lift is a class set's aging step (see aged): a class is lifted to the
+// first class of the lowest rank above its own after its AgingAfter.
+func (s *ClassSet) lift(c Class) (next Class, after time.Duration, ok bool) {
+	d := s.defs[c]
+	next, ok = s.nextRank(d.Rank)
+	return next, d.AgingAfter, ok
+}
+
+// aged is the one aging rule: class c, waiting since since, is lifted one
+// step for each wait the step asks, as lift gives them (the class above c
+// and the wait that lifts c to it; ok false, or no wait: c is not lifted).
+// A zero since has not waited.
+func aged(c Class, since, now time.Time, lift func(Class) (next Class, after time.Duration, ok bool)) Class {
+	if since.IsZero() {
+		return c
+	}
+	waited := now.Sub(since)
+	for {
+		next, after, ok := lift(c)
+		if !ok || after <= 0 || waited < after {
+			return c
+		}
+		waited -= after
+		c = next
+	}
 }
 
 // nextRank returns the first defined class of the lowest rank above r.

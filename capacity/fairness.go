@@ -148,7 +148,7 @@ func (r Request) EffectiveRule(now time.Time) ClassRule {
 	if r.Rule != nil {
 		return *r.Rule
 	}
-	c := r.Limits.effectiveClass(r.Class, r.Since, now)
+	c := aged(r.Class, r.Since, now, r.Limits.lift)
 	return ClassRule{Rank: rank(c), Floor: r.Limits.floor(c), Weight: 1}
 }
 

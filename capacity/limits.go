@@ -88,20 +88,16 @@ func (l Limits) floor(c Class) float64 {
 	return 0
 }
 
-// effectiveClass is c lifted one class for each AgingAfter waited since
-// since (zero: never).
-func (l Limits) effectiveClass(c Class, since, now time.Time) Class {
-	if l.AgingAfter <= 0 || since.IsZero() || c == Interactive {
-		return c
+// lift is the built-in classes' aging step (see aged): Bulk is lifted to
+// Standard and Standard to Interactive after AgingAfter each.
+func (l Limits) lift(c Class) (next Class, after time.Duration, ok bool) {
+	switch c {
+	case Bulk:
+		return Standard, l.AgingAfter, true
+	case Standard:
+		return Interactive, l.AgingAfter, true
 	}
-	for waited := now.Sub(since); waited >= l.AgingAfter && c != Interactive; waited -= l.AgingAfter {
-		if c == Bulk {
-			c = Standard
-		} else {
-			c = Interactive
-		}
-	}
-	return c
+	return c, 0, false
 }
 
 // DayBoundary is the daily reset time of per-day limits: midnight plus Offset
