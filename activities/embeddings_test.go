@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/activities"
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 	"github.com/tollgate-dev/tollgate/testsuite"
 )
@@ -25,7 +26,7 @@ func TestEmbedTollgateCallChargesInputOnly(t *testing.T) {
 	assert.Equal(t, int64(10), c.Demand.InputTokens, "cl100k_base: 4 + 6 tokens, no per-message overhead")
 	assert.Zero(t, c.Demand.OutputTokens)
 	assert.Zero(t, c.Demand.MaxTokens)
-	charges := capacity.OpenAIProfile{}.Charges(c.Demand)
+	charges := accounting.OpenAIProfile{}.Charges(c.Demand)
 	assert.Equal(t, int64(10), charges[capacity.Tokens], "TPM is charged the input only")
 
 	g := activities.GeminiEmbedRequest{Model: testsuite.DefaultGeminiEmbeddingModel, Credential: "team-a", Input: texts}

@@ -60,7 +60,7 @@ type GeminiGenerateRequest struct {
 }
 
 // TollgateCall implements interceptor.ModelCall. Gemini's TPM counts input
-// tokens: the profile (capacity.GeminiProfile) charges requests and input,
+// tokens: the profile (accounting.GeminiProfile) charges requests and input,
 // settled to the reported promptTokenCount.
 func (r GeminiGenerateRequest) TollgateCall() interceptor.Call {
 	in, estimated := r.InputTokens, false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 )
 
 // benchLimits never bind, so every iteration is a grant and a settle.
@@ -29,7 +30,7 @@ func benchCalls(n int) []string {
 // scope: Reserve, then Settle with actual usage.
 func BenchmarkReserveSettle(b *testing.B) {
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
-	p := capacity.OpenAIProfile{}
+	p := accounting.OpenAIProfile{}
 	d := capacity.Demand{InputTokens: 800, MaxTokens: 256}
 	charges := p.Charges(d)
 	calls := benchCalls(1 << 16)
@@ -41,7 +42,7 @@ func BenchmarkReserveSettle(b *testing.B) {
 		if err != nil || !res.Granted {
 			b.Fatal(err, res.Reason)
 		}
-		if err := store.Settle(ctx, res.Lease, p.Settle(d, res.Lease.Charges, capacity.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})); err != nil {
+		if err := store.Settle(ctx, res.Lease, p.Settle(d, res.Lease.Charges, accounting.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -51,7 +52,7 @@ func BenchmarkReserveSettle(b *testing.B) {
 // (at least; RunParallel runs a multiple of GOMAXPROCS) on the same scope.
 func BenchmarkReserveSettleParallel(b *testing.B) {
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{})
-	p := capacity.OpenAIProfile{}
+	p := accounting.OpenAIProfile{}
 	d := capacity.Demand{InputTokens: 800, MaxTokens: 256}
 	charges := p.Charges(d)
 	calls := benchCalls(1 << 16)
@@ -68,7 +69,7 @@ func BenchmarkReserveSettleParallel(b *testing.B) {
 				b.Error(err, res.Reason)
 				return
 			}
-			if err := store.Settle(ctx, res.Lease, p.Settle(d, res.Lease.Charges, capacity.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})); err != nil {
+			if err := store.Settle(ctx, res.Lease, p.Settle(d, res.Lease.Charges, accounting.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})); err != nil {
 				b.Error(err)
 				return
 			}

@@ -1,7 +1,6 @@
 package capacity
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -28,12 +27,6 @@ type ClassDef struct {
 	// whose own AgingAfter then applies. Zero: the class does not age.
 	AgingAfter time.Duration
 }
-
-// MaxClasses is the most classes a ClassSet holds.
-const MaxClasses = 16
-
-// ErrInvalidClasses is returned (wrapped) by NewClassSet.
-var ErrInvalidClasses = errors.New("capacity: invalid class definitions")
 
 // ClassSet is a validated set of class definitions. A class is its index in
 // the set (Class), so the built-in constants Standard, Interactive and Bulk

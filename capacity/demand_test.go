@@ -8,15 +8,16 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 )
 
 // profiles is every accounting profile tollgate ships, with both OpenAI
 // token rules.
-var profiles = []capacity.Profile{
-	capacity.OpenAIProfile{},
-	capacity.OpenAIProfile{TokenRule: capacity.MaxOfMaxTokensAndEstimate},
-	capacity.AnthropicProfile{},
-	capacity.GeminiProfile{},
+var profiles = []accounting.Profile{
+	accounting.OpenAIProfile{},
+	accounting.OpenAIProfile{TokenRule: accounting.MaxOfMaxTokensAndEstimate},
+	accounting.AnthropicProfile{},
+	accounting.GeminiProfile{},
 }
 
 func TestDemandValidate(t *testing.T) {

@@ -14,8 +14,8 @@
 // AnthropicProfile, GeminiProfile). A grant is a Lease, renewed while the
 // call runs; when the call answers, Settle charges what it used (Usage,
 // through the profile) and Observe corrects the scope from the provider's
-// rate-limit headers (ParseHeaders). A denial says when the demand will fit
-// (Reservation.RetryAt) and may book that capacity for the call, which is
+// rate-limit headers (package headers). A denial says when the demand will
+// fit (Reservation.RetryAt) and may book that capacity for the call, which is
 // then granted at that time without competing again. Classes rank calls
 // (interactive before standard before bulk) and fairness keys share a class
 // between tenants by the tokens they are charged.

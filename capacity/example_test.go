@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 )
 
@@ -20,7 +21,7 @@ func ExampleNewMemoryStore() {
 	// 60,000 tokens a minute: 1,000 a second, 5,000 at once (the default
 	// 5 s bucket), all of it used.
 	limits := capacity.Limits{TokensPerMinute: 60_000, SafetyMargin: 1}
-	profile := capacity.OpenAIProfile{}
+	profile := accounting.OpenAIProfile{}
 	demand := capacity.Demand{InputTokens: 1_000, MaxTokens: 2_000} // OpenAI charges max_tokens up front
 
 	reserve := func(call string) capacity.Reservation {
@@ -37,7 +38,7 @@ func ExampleNewMemoryStore() {
 
 	// The first call used 1,000 input and 300 output tokens: OpenAI does
 	// not refund unused max_tokens, so the charge stands.
-	final := profile.Settle(demand, first.Lease.Charges, capacity.Completed, capacity.Usage{InputTokens: 1_000, OutputTokens: 300})
+	final := profile.Settle(demand, first.Lease.Charges, accounting.Completed, capacity.Usage{InputTokens: 1_000, OutputTokens: 300})
 	if err := store.Settle(ctx, first.Lease, final); err != nil {
 		panic(err)
 	}

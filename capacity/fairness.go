@@ -1,7 +1,6 @@
 package capacity
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -37,13 +36,6 @@ type Fairness struct {
 	// is refused with DenyKeyQuota until the window ends.
 	TokensPerDay int64
 }
-
-// MaxFairnessKeyLength is the longest fairness key, in bytes.
-const MaxFairnessKeyLength = 100
-
-// ErrInvalidFairness is returned (wrapped) for a fairness key or policy that
-// cannot be used. The error never holds the key's value.
-var ErrInvalidFairness = errors.New("capacity: invalid fairness")
 
 // ValidateFairnessKey reports whether key can name a fairness key in a store
 // (a Redis hash field, a metric label): empty, or 1 to MaxFairnessKeyLength
@@ -88,20 +80,9 @@ func (f Fairness) weight() float64 {
 	return f.Weight
 }
 
-// MaxWeight and MinWeight bound the weight of a key or a class. A smaller
-// weight would make a call's virtual finish (its tokens over its weight)
-// infinite, and its rank's virtual time with it.
-const (
-	MaxWeight = 1e6
-	MinWeight = 1 / MaxWeight
-)
-
 // validWeight reports whether w is 0 (meaning 1) or from MinWeight to
 // MaxWeight.
 func validWeight(w float64) bool { return w == 0 || w >= MinWeight && w <= MaxWeight }
-
-// MaxRank is the highest class rank; ranks run from 0 to MaxRank.
-const MaxRank = 7
 
 // ClassRule is how a store treats the calls of one class: where they rank,
 // how much of every budget they leave to higher ranks, and their weight

@@ -1,6 +1,10 @@
 package capacity
 
-import "time"
+import (
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/tuning"
+)
 
 // lapsedLeases remembers the leases that ended without a settle or release
 // (expired, or superseded by a later attempt of their call), by lease id,
@@ -49,7 +53,7 @@ func (e *lapsedLeases) add(id string, now time.Time) {
 		e.forget = make(map[string]int64)
 	}
 	e.expire(now)
-	forget := now.Add(LapsedLeaseMemory).UnixNano()
+	forget := now.Add(tuning.LapsedLeaseMemory).UnixNano()
 	e.forget[id] = forget
 	e.order = append(e.order, lapsedLease{id, forget})
 }

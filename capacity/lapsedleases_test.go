@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // TestLapsedLeases: a lapsed lease id is remembered for LapsedLeaseMemory
@@ -19,17 +20,17 @@ func TestLapsedLeases(t *testing.T) {
 	for i := range 1000 {
 		e.add(fmt.Sprint("c#", i), t0.Add(time.Duration(i)*time.Millisecond))
 	}
-	require.True(t, e.take("c#0", t0.Add(LapsedLeaseMemory-time.Nanosecond)))
+	require.True(t, e.take("c#0", t0.Add(tuning.LapsedLeaseMemory-time.Nanosecond)))
 	require.False(t, e.take("c#0", t0), "taken once")
-	require.False(t, e.take("c#1", t0.Add(LapsedLeaseMemory+time.Millisecond)), "forgotten after LapsedLeaseMemory")
+	require.False(t, e.take("c#1", t0.Add(tuning.LapsedLeaseMemory+time.Millisecond)), "forgotten after tuning.LapsedLeaseMemory")
 	require.False(t, e.take("c#x", t0), "never lapsed")
 	e.drop("c#3")
 	require.False(t, e.take("c#3", t0), "granted again")
 
 	// c#2 lapses again later: the first lapse's turn does not forget it.
 	e.add("c#2", t0.Add(30*time.Second))
-	later := t0.Add(LapsedLeaseMemory + time.Second)
-	e.add("late", later) // forgets what lapsed LapsedLeaseMemory before
+	later := t0.Add(tuning.LapsedLeaseMemory + time.Second)
+	e.add("late", later) // forgets what lapsed tuning.LapsedLeaseMemory before
 	require.Len(t, e.forget, 2, "only c#2 and late are remembered")
 	require.LessOrEqual(t, len(e.order)-e.head, 3, "the queue holds what is remembered and c#2's earlier lapse at most")
 	require.True(t, e.take("c#2", later))

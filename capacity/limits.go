@@ -1,36 +1,10 @@
 package capacity
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
 )
-
-// DefaultBurst is the default Limits.Burst: the largest amount of a per-minute
-// budget that may be spent at once, expressed as time at the full rate.
-//
-// Providers enforce per-minute limits at sub-minute granularity (OpenAI: "60
-// requests/minute may be enforced as 1 request/second"; Anthropic: token
-// bucket, "capacity is continuously replenished up to your maximum limit" and
-// short bursts can exceed it), so a whole minute's worth at once draws 429s.
-// Five seconds of rate smooths bursts while keeping a small backlog ready.
-const DefaultBurst = 5 * time.Second
-
-// MinBurst and MinSafetyMargin are the smallest Limits.Burst and
-// Limits.SafetyMargin that Validate accepts: below them a bucket cannot
-// hold a real call or refills too slowly to ever be waited for.
-const (
-	MinBurst        = 100 * time.Millisecond
-	MinSafetyMargin = 0.01
-)
-
-// DefaultSafetyMargin is the default Limits.SafetyMargin: 95% of each limit is
-// used, leaving room for traffic tollgate does not see, header skew, and the
-// refill a provider's bucket at rest does not give while a call granted from
-// it is on its way (tollgate's bucket refills from the grant, the provider's
-// from the arrival).
-const DefaultSafetyMargin = 0.95
 
 // Limits are the budgets of one quota scope. A zero limit means unlimited.
 // Values are as the provider states them; SafetyMargin scales them down.
@@ -121,9 +95,6 @@ func (b DayBoundary) Next(t time.Time) time.Time {
 	}
 	return next
 }
-
-// ErrInvalidLimits is returned (wrapped) by Limits.Validate.
-var ErrInvalidLimits = errors.New("capacity: invalid limits")
 
 // Validate reports the first invalid field of l, by name.
 func (l Limits) Validate() error {
@@ -315,9 +286,6 @@ func (e *DemandTooLargeError) Error() string {
 	return fmt.Sprintf("capacity: a call of %d %s exceeds the largest the limit admits, %.0f (split the call, or raise the limit if the provider's is higher)",
 		e.Charge, e.Dimension, e.Capacity)
 }
-
-// ErrDemandTooLarge matches any *DemandTooLargeError with errors.Is.
-var ErrDemandTooLarge = errors.New("capacity: demand larger than the budget's capacity")
 
 // Is makes errors.Is(err, ErrDemandTooLarge) true.
 func (e *DemandTooLargeError) Is(target error) bool { return target == ErrDemandTooLarge }

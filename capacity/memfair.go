@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // fairState is a scope's weighted fair queuing and key caps (memScope).
@@ -32,9 +34,6 @@ type fairState struct {
 	keyed                         bool
 	fairStartFrom, fairStartUntil int64
 }
-
-// MaxFairStart bounds Request.FairStart.
-const MaxFairStart = 5 * time.Second
 
 // gathering reports whether req, a keyed call, arrives while the first
 // keyed calls on the scope gather (Request.FairStart): it opens the
@@ -88,15 +87,6 @@ type virtualPoint struct {
 	v float64
 }
 
-// VirtualLogStep and VirtualLogLength bound the log of a rank's virtual
-// time (fairState.past): a call that waited to be placed (in Temporal's
-// task queue, behind a worker's busy slots) is placed at the virtual time
-// of when it was scheduled, up to VirtualLogStep × VirtualLogLength ago.
-const (
-	VirtualLogStep   = 250 * time.Millisecond
-	VirtualLogLength = 16
-)
-
 // flowState is one flow's fair-queuing state.
 type flowState struct {
 	class   Class
@@ -117,11 +107,6 @@ type keyState struct {
 	// it was charged to an earlier window, whose corrections are dropped.
 	dayStart time.Time
 }
-
-// MaxIdleFlows is how many flows a scope keeps before it forgets the
-// flows not ahead of their rank's virtual time (they would start there
-// anyway).
-const MaxIdleFlows = 1024
 
 // place gives a call of req's flow its virtual start and finish, and
 // moves the flow's finish there. The call starts at the flow's finish or
@@ -166,10 +151,10 @@ func (m *memScope) serve(class Class, key string, rank int, start float64, c Cha
 func (m *memScope) logVirtual(rank int, now time.Time) {
 	log, t := m.past[rank], now.UnixMicro()
 	m.lastServed[rank] = t
-	if n := len(log); n > 0 && t-log[n-1].t < VirtualLogStep.Microseconds() {
+	if n := len(log); n > 0 && t-log[n-1].t < tuning.VirtualLogStep.Microseconds() {
 		return
 	}
-	if len(log) == VirtualLogLength {
+	if len(log) == tuning.VirtualLogLength {
 		log = append(log[:0:0], log[1:]...)
 	}
 	m.past[rank] = append(log, virtualPoint{t: t, v: m.virtual[rank]})
@@ -241,7 +226,7 @@ func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
 // forgetIdleFlows drops, once a scope holds MaxIdleFlows flows, those not
 // ahead of their rank's virtual time.
 func (m *memScope) forgetIdleFlows() {
-	if len(m.flows) < MaxIdleFlows {
+	if len(m.flows) < tuning.MaxIdleFlows {
 		return
 	}
 	for id, f := range m.flows {

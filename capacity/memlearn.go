@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 )
 
 var _ Learner = (*MemoryStore)(nil)
@@ -18,20 +20,20 @@ type memLearner struct {
 
 // memLearnScope is one scope's input ratio and its kinds.
 type memLearnScope struct {
-	ratio   Histogram
+	ratio   learn.Histogram
 	ratioAt time.Time // the last ratio sample
-	kinds   map[string]*Learned
+	kinds   map[string]*learn.Learned
 }
 
 // learner returns what the store learned.
 func (s *MemoryStore) learner() *memLearner { return &s.learned }
 
 // forgotten reports whether something last learned at t is past
-// LearnedMemory at now.
-func forgotten(t, now time.Time) bool { return now.Sub(t) > LearnedMemory }
+// learn.Memory at now.
+func forgotten(t, now time.Time) bool { return now.Sub(t) > learn.Memory }
 
 // Learn implements Learner.
-func (s *MemoryStore) Learn(ctx context.Context, scope Scope, kind string, smp Sample) error {
+func (s *MemoryStore) Learn(ctx context.Context, scope Scope, kind string, smp learn.Sample) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -44,12 +46,12 @@ func (s *MemoryStore) Learn(ctx context.Context, scope Scope, kind string, smp S
 	defer ml.mu.Unlock()
 	sc := ml.scopes[scope]
 	if sc == nil {
-		sc = &memLearnScope{kinds: map[string]*Learned{}}
+		sc = &memLearnScope{kinds: map[string]*learn.Learned{}}
 		ml.scopes[scope] = sc
 	}
 	l := sc.kinds[kind]
 	if l == nil || forgotten(l.Updated, now) {
-		l = &Learned{}
+		l = &learn.Learned{}
 		sc.kinds[kind] = l
 	}
 	// Validated above: none of these can fail.
@@ -59,7 +61,7 @@ func (s *MemoryStore) Learn(ctx context.Context, scope Scope, kind string, smp S
 	l.Updated = now
 	if r, ok := smp.InputRatio(); ok {
 		if forgotten(sc.ratioAt, now) {
-			sc.ratio = Histogram{}
+			sc.ratio = learn.Histogram{}
 		}
 		_ = sc.ratio.Add(r)
 		sc.ratioAt = now
@@ -68,15 +70,15 @@ func (s *MemoryStore) Learn(ctx context.Context, scope Scope, kind string, smp S
 }
 
 // Learned implements Learner.
-func (s *MemoryStore) Learned(ctx context.Context, scope Scope, kind string) (Learned, error) {
+func (s *MemoryStore) Learned(ctx context.Context, scope Scope, kind string) (learn.Learned, error) {
 	if err := ctx.Err(); err != nil {
-		return Learned{}, err
+		return learn.Learned{}, err
 	}
 	if err := scope.Validate(); err != nil {
-		return Learned{}, err
+		return learn.Learned{}, err
 	}
 	if err := ValidateKind(kind); err != nil {
-		return Learned{}, err
+		return learn.Learned{}, err
 	}
 	now := s.clock.Now()
 	ml := s.learner()
@@ -84,9 +86,9 @@ func (s *MemoryStore) Learned(ctx context.Context, scope Scope, kind string) (Le
 	defer ml.mu.Unlock()
 	sc := ml.scopes[scope]
 	if sc == nil {
-		return Learned{}, nil
+		return learn.Learned{}, nil
 	}
-	var out Learned
+	var out learn.Learned
 	if l := sc.kinds[kind]; l != nil && !forgotten(l.Updated, now) {
 		out = l.Clone()
 	}

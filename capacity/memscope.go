@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // memScope is one scope's state in a MemoryStore. Every method requires mu.
@@ -15,7 +17,7 @@ type memScope struct {
 	scopeState
 
 	leases  leaseSet          // live lease by Call
-	recent  recentGrants      // the leases granted within ReorderWindow: Mark.InFlight
+	recent  recentGrants      // the leases granted within tuning.ReorderWindow: Mark.InFlight
 	tickets map[string]Ticket // booked ticket by Call
 
 	failures map[string]failureCount // real failures by Call
@@ -94,25 +96,6 @@ func (m *memScope) clone() *memScope {
 			flows: maps.Clone(m.flows), keys: maps.Clone(m.keys)},
 	}
 }
-
-// LoweredLimitMemory is how long a provider-reported limit below the
-// configured one is kept after the last report that said so: a provider's
-// answer is evidence, not law.
-const LoweredLimitMemory = 10 * time.Minute
-
-// MinReportedFraction is the least fraction of a configured limit that a
-// provider's report can lower it to.
-const MinReportedFraction = 0.1
-
-// LapsedLeaseMemory is how long a store remembers a lease that ended
-// without a settle or release (it expired, or a later attempt of its call
-// superseded it), so that the settle its call sends when it answers still
-// applies the debt, the usage beyond the reservation, once. Ten minutes
-// covers an answer that outlives its lease's renewals by as long as a model
-// call runs; a settle later than that applies nothing (its reservation
-// stays spent). A lease that was settled or released is not remembered: a
-// second settle or release finds it gone and applies nothing.
-const LapsedLeaseMemory = 10 * time.Minute
 
 // lapse drops call's live lease (its slot comes back, its tokens stay
 // spent) and remembers it as lapsed.
@@ -198,7 +181,7 @@ func (m *memScope) advance(now time.Time) {
 				m.level[d] = math.Min(top, m.level[d]+m.rate(d)*dt)
 			}
 		}
-		m.cut = math.Max(0, m.cut-RateRecovery*dt)
+		m.cut = math.Max(0, m.cut-tuning.RateRecovery*dt)
 		m.last = now
 	}
 	if !now.Before(m.dayEnd) {
@@ -487,7 +470,7 @@ func (m *memScope) grantLease(req *Request, c Charges, fresh bool, weight float6
 		Charges: c, Class: req.Class, Key: req.Fairness.Key, Weight: weight,
 		GrantedAt: now, Expires: now.Add(ttl),
 	}
-	m.recent.expire(now.Add(-ReorderWindow), &m.leases)
+	m.recent.expire(now.Add(-tuning.ReorderWindow), &m.leases)
 	le.Mark = Mark{Valid: true, Granted: m.granted, InFlight: m.recent.held}
 	slot, gen := m.leases.put(req.Call, le)
 	m.recent.add(le, slot, gen)
@@ -496,13 +479,6 @@ func (m *memScope) grantLease(req *Request, c Charges, fresh bool, weight float6
 	m.noteExpiry(le.Expires)
 	return le
 }
-
-// ReorderWindow is how long before a call's grant another call may have
-// been granted and still reach the provider after it (sent late: by
-// another worker, or delayed on its way): Mark.InFlight counts the live
-// leases granted within it. A call granted earlier is taken to have
-// arrived first.
-const ReorderWindow = 250 * time.Millisecond
 
 func (m *memScope) dropLease(call string) {
 	if le, ok := m.leases.get(call); ok {
@@ -542,7 +518,7 @@ func (m *memScope) lowerLimits(o Observation, now time.Time) bool {
 	case !lowered:
 		m.loweredUntil = time.Time{}
 	case reported:
-		m.loweredUntil = now.Add(LoweredLimitMemory)
+		m.loweredUntil = now.Add(tuning.LoweredLimitMemory)
 	}
 	if changed {
 		m.recompute()
@@ -564,7 +540,7 @@ func (m *memScope) predates(o Observation, d int) bool {
 // configured), raised to a tenth of cfg at the least: one garbled header
 // cannot starve a scope.
 func boundReported(reported, cfg int64) int64 {
-	if least := int64(math.Ceil(float64(cfg) * MinReportedFraction)); reported < least {
+	if least := int64(math.Ceil(float64(cfg) * tuning.MinReportedFraction)); reported < least {
 		return least
 	}
 	return reported
@@ -629,7 +605,7 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		// The provider's bucket holds what booked tickets will claim:
 		// what a new call may take is the rest.
 		level := bucket - m.booked[d]
-		if math.Abs(level-m.level[d]) > RetimeMove*m.budgets[d].Capacity {
+		if math.Abs(level-m.level[d]) > tuning.RetimeMove*m.budgets[d].Capacity {
 			changed = true // tickets move only for a report that moves them more than a trifle
 		}
 		m.level[d] = level
@@ -638,13 +614,6 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		m.retime(now)
 	}
 }
-
-// RetimeMove is the least change of a bucket's level, as a fraction of its
-// capacity, that makes a provider's report move booked tickets (retime):
-// reports correct a level by a little with every response, and a ticket
-// a trifle early is checked against the provider's bucket when claimed
-// (ticketShortfall), one a trifle late loses as little.
-const RetimeMove = 0.01
 
 // follows reports whether bucket d's level may follow report od up: only
 // when od is the remaining of a budget no larger than the configured limit.
@@ -666,7 +635,7 @@ func (m *memScope) follows(od DimensionObservation, d int) bool {
 // calls granted on it. Decision 0006, points 2 and 6.
 func (m *memScope) raiseTo(d int, proven float64) float64 {
 	c := m.budgets[d].Capacity
-	proven -= m.cut * m.budgets[d].Rate * ReorderWindow.Seconds()
+	proven -= m.cut * m.budgets[d].Rate * tuning.ReorderWindow.Seconds()
 	return math.Min(math.Max(math.Min(proven, c), proven-(1-m.limits.margin())*c), m.ceiling(d))
 }
 

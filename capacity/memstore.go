@@ -34,7 +34,6 @@ type MemoryStore struct {
 	creds  map[string]Block // credential-wide blocks by Scope.CredentialKey
 
 	learned memLearner // call sizes learned from what settles (Learner)
-	ledger  memLedger  // tokens and cost of settled calls (Ledger)
 }
 
 var (
@@ -51,7 +50,6 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		scopes:  make(map[Scope]*memScope),
 		creds:   make(map[string]Block),
 		learned: memLearner{scopes: make(map[Scope]*memLearnScope)},
-		ledger:  memLedger{days: make(map[string]*memLedgerDay), leases: make(map[ledgerLease]time.Time)},
 	}
 	if s.clock == nil {
 		s.clock = SystemClock{}

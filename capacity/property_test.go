@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 )
@@ -277,12 +278,12 @@ func drawDemand(t *rapid.T, l capacity.Limits) (c capacity.Charges, ok bool) {
 		return rapid.Int64Range(0, max(hi, 1)).Draw(t, name)
 	}
 	in, out := draw(capacity.InputTokens, "in"), draw(capacity.OutputTokens, "out")
-	var p capacity.Profile = capacity.AnthropicProfile{}
+	var p accounting.Profile = accounting.AnthropicProfile{}
 	d := capacity.Demand{InputTokens: in, OutputTokens: out}
 	if rapid.IntRange(0, 3).Draw(t, "max-rule") == 0 {
 		// Combined tokens max(max_tokens, input), not input + output:
 		// what a key is charged is then not what a bucket is.
-		p = capacity.OpenAIProfile{TokenRule: capacity.MaxOfMaxTokensAndEstimate}
+		p = accounting.OpenAIProfile{TokenRule: accounting.MaxOfMaxTokensAndEstimate}
 		d = capacity.Demand{InputTokens: in, MaxTokens: out}
 	}
 	if rapid.IntRange(0, 7).Draw(t, "invalid") == 0 {

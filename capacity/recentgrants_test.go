@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // TestRecentGrants: held is what the live leases granted within the window
@@ -15,7 +16,7 @@ func TestRecentGrants(t *testing.T) {
 	leases := newLeaseSet()
 	var r recentGrants
 	grant := func(call string, attempt int, at time.Time, tokens int64) [NumDimensions]float64 {
-		r.expire(at.Add(-ReorderWindow), &leases)
+		r.expire(at.Add(-tuning.ReorderWindow), &leases)
 		held := r.held
 		le := Lease{Call: call, Attempt: attempt, GrantedAt: at, Charges: Charges{Requests: 1, Tokens: tokens}}
 		slot, gen := leases.put(call, le)
@@ -31,7 +32,7 @@ func TestRecentGrants(t *testing.T) {
 	// ReorderWindow before now.
 	sum := func(now time.Time) (s [NumDimensions]float64) {
 		for _, le := range leases.all() {
-			if !le.GrantedAt.Before(now.Add(-ReorderWindow)) {
+			if !le.GrantedAt.Before(now.Add(-tuning.ReorderWindow)) {
 				for d := range s {
 					s[d] += float64(le.Charges[d])
 				}

@@ -3,6 +3,8 @@ package capacity
 import (
 	"sort"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // retime moves every booked ticket to the time the provider's bucket
@@ -38,7 +40,7 @@ func (m *memScope) retime(now time.Time) {
 		if g := m.gatherFloor(tk); !g.IsZero() && !tk.At.After(g) {
 			// Released together, the gathered calls are due in their fair
 			// order, GatherSpacing apart.
-			tk.At = g.Add(time.Duration(gathered) * GatherSpacing)
+			tk.At = g.Add(time.Duration(gathered) * tuning.GatherSpacing)
 			gathered++
 		}
 		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
@@ -51,13 +53,6 @@ func (m *memScope) retime(now time.Time) {
 	}
 }
 
-// GatherSpacing is how far apart the calls gathered by Request.FairStart
-// are due when the gathering ends, in their fair order: released in one
-// instant, they would reach the provider in whatever order their
-// goroutines and round trips happen to take, and the first burst, shared
-// by weight in sum, would not be shared by weight along the way.
-const GatherSpacing = time.Millisecond
-
 // broughtForward reports whether a ticket whose call was told it is due at
 // told, now due at at, is announced: its call sleeps until told
 // (capacity.Wait), so it would come that late. A move of more than
@@ -68,17 +63,8 @@ const GatherSpacing = time.Millisecond
 // move it.
 func broughtForward(told, at, now time.Time) bool {
 	early := told.Sub(at)
-	return told.After(now) && early > AnnounceMove && early > told.Sub(now)/4
+	return told.After(now) && early > tuning.AnnounceMove && early > told.Sub(now)/4
 }
-
-// AnnounceMove is the least move forward of a booked ticket that a store
-// announces to the ticket's call (TicketNotifier), beside a move of more
-// than a quarter of the wait left (broughtForward): once the wait left is
-// short, a call comes at most that late for its ticket, and at the end of
-// a batch a ticket's lateness is the batch's. An announcement costs the
-// call one Reserve. (Until scripts 4.6 the floor was TicketRecheck, 250
-// ms: decision 0004.)
-const AnnounceMove = 10 * time.Millisecond
 
 // announceDue tells call, if it waits for its ticket (TicketDue), that
 // the ticket moved forward.
@@ -89,12 +75,6 @@ func (m *memScope) announceDue(call string) {
 	}
 }
 
-// OverdueTicket is how long past its time a booked ticket waits for its
-// call before a call that came early for a later ticket (of the same class
-// or higher) may take its place: a call that is away (parked in Temporal)
-// does not leave capacity idle while another waits for it.
-const OverdueTicket = 100 * time.Millisecond
-
 // takeOverdue gives call's ticket the place of the earliest ticket of its
 // rank that is OverdueTicket past its time, and moves that one to call's
 // old time (their places in the fair order too); then every ticket is
@@ -102,7 +82,7 @@ const OverdueTicket = 100 * time.Millisecond
 func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	mine := m.tickets[call]
 	for _, tk := range m.ticketsByTime() {
-		if tk.At.Add(OverdueTicket).After(now) {
+		if tk.At.Add(tuning.OverdueTicket).After(now) {
 			return false // the rest are not overdue either
 		}
 		if tk.Call == call || tk.Rank != mine.Rank {

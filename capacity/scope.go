@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -35,19 +34,14 @@ type Scope struct {
 	Region     string // optional
 }
 
-// ErrInvalidScope is returned (wrapped) for a scope that cannot be used.
-var ErrInvalidScope = errors.New("capacity: invalid scope")
-
-// ErrKeyShapedName is returned (wrapped) by Scope.Validate for a scope field
-// that has the shape of an API key or token. It wraps ErrInvalidScope. The
-// error names the field, never its value.
-var ErrKeyShapedName = fmt.Errorf("%w: a name has the shape of an API key or token", ErrInvalidScope)
-
 // Validate reports whether s can be used as a quota scope. It refuses missing
-// fields, and any field (Provider, LimitGroup, Credential, Region) for which
-// LooksLikeSecret is true with an error wrapping ErrKeyShapedName: a scope's
-// fields land in Redis keys, metrics and logs. No error it returns holds a
-// field's value.
+// fields, and any field (Provider, LimitGroup, Credential, Region) with the
+// shape of an API key or token (a known key prefix with a key body: sk-,
+// sk-proj-, sk-ant-, AIza, gsk_, AKIA, ghp_, a JWT, ...; a long random or
+// hex token; a bearer token) with an error wrapping ErrKeyShapedName: a
+// scope's fields land in Redis keys, metrics and logs. Model names,
+// regions, names such as "team-a" or "prod/eu" and Fingerprint's names
+// pass. No error it returns holds a field's value.
 func (s Scope) Validate() error {
 	switch {
 	case s.Provider == "":
@@ -56,13 +50,13 @@ func (s Scope) Validate() error {
 		return fmt.Errorf("%w: LimitGroup is empty", ErrInvalidScope)
 	case s.Credential == "":
 		return fmt.Errorf("%w: Credential is empty (use a credential scope name such as \"default\")", ErrInvalidScope)
-	case LooksLikeSecret(s.Credential):
+	case secrets.LooksLikeKey(s.Credential):
 		return fmt.Errorf("%w: Credential (use a name or Fingerprint(...))", ErrKeyShapedName)
-	case LooksLikeSecret(s.LimitGroup):
+	case secrets.LooksLikeKey(s.LimitGroup):
 		return fmt.Errorf("%w: LimitGroup (the model name or its limit group)", ErrKeyShapedName)
-	case LooksLikeSecret(s.Region):
+	case secrets.LooksLikeKey(s.Region):
 		return fmt.Errorf("%w: Region", ErrKeyShapedName)
-	case LooksLikeSecret(string(s.Provider)):
+	case secrets.LooksLikeKey(string(s.Provider)):
 		return fmt.Errorf("%w: Provider", ErrKeyShapedName)
 	}
 	return nil
@@ -119,14 +113,4 @@ func Fingerprint(deploymentSecret, apiKey []byte) string {
 	m := hmac.New(sha256.New, deploymentSecret)
 	m.Write(apiKey)
 	return "fp-" + hex.EncodeToString(m.Sum(nil)[:12])
-}
-
-// LooksLikeSecret reports whether s holds anything with the shape of an API
-// key or token, so that it is never used as a name: a known key prefix with a
-// key body (sk-, sk-proj-, sk-ant-, AIza, gsk_, xai-, hf_, AKIA, ghp_, xoxb-,
-// a JWT, ...), a long random or hex token, or a bearer token. Model names,
-// regions, names such as "team-a" or "prod/eu", Fingerprint's names and a
-// bare prefix ("sk-") are not keys.
-func LooksLikeSecret(s string) bool {
-	return secrets.LooksLikeKey(s)
 }

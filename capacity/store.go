@@ -2,7 +2,6 @@ package capacity
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -195,9 +194,6 @@ type Request struct {
 	Book bool
 }
 
-// DefaultLeaseTTL is the lease lifetime when Request.TTL is zero.
-const DefaultLeaseTTL = time.Minute
-
 // LeaseID returns the id of the lease this request asks for.
 func (r Request) LeaseID() string { return LeaseID(r.Call, r.Attempt) }
 
@@ -353,12 +349,6 @@ func (r BlockReason) String() string {
 	return "none"
 }
 
-// MaxBlock bounds every block a store keeps: a block asked to last longer
-// lasts MaxBlock (a monthly usage limit is the longest wait a provider
-// states). No single answer can make a scope unusable for longer; an
-// operator lifts a block earlier with Unblock (`tollgate unblock`).
-const MaxBlock = 31 * 24 * time.Hour
-
 // Block makes a scope unusable until a time.
 type Block struct {
 	Reason BlockReason
@@ -445,16 +435,3 @@ type Ticket struct {
 	// store announces a ticket brought well before it (retime).
 	told time.Time
 }
-
-// Errors callers branch on.
-var (
-	// ErrLeaseNotFound: the lease expired and was reclaimed, or never existed.
-	ErrLeaseNotFound = errors.New("capacity: lease not found")
-	// ErrStaleAttempt: a Reserve for an attempt older than the live one.
-	ErrStaleAttempt = errors.New("capacity: attempt older than the call's live lease")
-	// ErrInvalidRequest is returned (wrapped) for malformed requests.
-	ErrInvalidRequest = errors.New("capacity: invalid request")
-	// ErrStoreUnavailable is returned (wrapped) when a shared store cannot
-	// be reached; nothing was granted.
-	ErrStoreUnavailable = errors.New("capacity: store unavailable")
-)

@@ -3,6 +3,8 @@ package capacity
 import (
 	"context"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // minSleep bounds how often Wait re-asks a store whose answer says "now".
@@ -100,7 +102,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		}
 		if opts.MaxWait > 0 {
 			left := opts.MaxWait - clk.Now().Sub(start)
-			if due != nil && d > left && left > TicketRecheck {
+			if due != nil && d > left && left > tuning.TicketRecheck {
 				// A ticket holder whose time lies beyond the budget still
 				// waits out the budget, listening: its ticket may be
 				// brought within it.
@@ -138,21 +140,13 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 	}
 }
 
-// TicketRecheck is how often a ticket holder asks again about a ticket
-// the store may have moved forward, when the store does not announce such
-// moves (it is not a TicketNotifier, which announces a move of more than
-// AnnounceMove and a quarter of the wait left, and whose holders sleep
-// until their time): a holder with more than 2 × TicketRecheck to wait
-// sleeps half of it and asks again.
-const TicketRecheck = 250 * time.Millisecond
-
 // ticketSleep is how long a ticket holder with wait left sleeps before it
 // asks again; announced says the store announces moved tickets.
 func ticketSleep(wait time.Duration, announced bool) time.Duration {
-	if announced || wait <= 2*TicketRecheck {
+	if announced || wait <= 2*tuning.TicketRecheck {
 		return wait
 	}
-	return max(wait/2, TicketRecheck)
+	return max(wait/2, tuning.TicketRecheck)
 }
 
 // holdsTicket reports whether r tells a call that it holds a ticket granted

@@ -111,7 +111,7 @@ func TestWaitTicketHolderIgnoresReleases(t *testing.T) {
 
 // TestWaitAnnouncedMoves: a refund moves a booked ticket earlier, and the
 // store tells its holder (TicketDue), which then claims it at its new time
-// instead of its old one, when the move is more than capacity.AnnounceMove
+// instead of its old one, when the move is more than tuning.AnnounceMove
 // and a quarter of the wait left; otherwise the holder comes at the time
 // it was told. Output tokens refill at 200 a second (5 ms a token) into a
 // bucket of 2000 that a holds whole.
@@ -124,7 +124,7 @@ func TestWaitAnnouncedMoves(t *testing.T) {
 	}{
 		{"a refund that makes the ticket due now is announced", 1600, 1600, 0},
 		{"a short move near the end is announced", 60, 40, 100 * time.Millisecond},
-		{"a move within AnnounceMove is not", 60, 1, 300 * time.Millisecond},
+		{"a move within tuning.AnnounceMove is not", 60, 1, 300 * time.Millisecond},
 		{"a move within a quarter of the wait left is not", 1600, 200, 8 * time.Second},
 		{"a move beyond a quarter of the wait left is", 1600, 600, 5 * time.Second},
 	} {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/headers"
 )
 
 // Bounds on the waits and resets providers report. A rate limit's stated
@@ -57,7 +58,7 @@ const (
 // MaxDateSkew of now, else now. An implausible date header is left out of
 // the observation (Observation.Date is zero).
 func observe(p capacity.Provider, h http.Header, now time.Time) (capacity.Observation, time.Time) {
-	obs := capacity.ParseHeaders(p, h, now)
+	obs := headers.Parse(p, h, now)
 	if obs.Date.IsZero() {
 		return obs, now
 	}
@@ -67,7 +68,7 @@ func observe(p capacity.Provider, h http.Header, now time.Time) (capacity.Observ
 	h = maps.Clone(h)
 	delete(h, "Date")
 	delete(h, "date")
-	return capacity.ParseHeaders(p, h, now), now
+	return headers.Parse(p, h, now), now
 }
 
 // kindBounds are the bounds of one kind of budget: wait, the longest wait

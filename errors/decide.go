@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/headers"
 )
 
 // decide classifies a failed response from its evidence, strongest first:
@@ -210,7 +211,7 @@ func providerWait(v *Verdict, ev *evidence, msg string, ref time.Time) time.Dura
 			return d.ResetIn
 		}
 	}
-	if w, ok := capacity.ParseReset(ev.google.retryDelay, time.Second, ref); ok {
+	if w, ok := headers.ParseReset(ev.google.retryDelay, time.Second, ref); ok {
 		return w
 	}
 	if w, ok := messageWait(msg, ref); ok {

@@ -15,7 +15,7 @@ type googleDetails struct {
 	// quota is the binding QuotaFailure violation.
 	quota quotaViolation
 	// retryDelay is RetryInfo.retryDelay as sent ("37s"), read by
-	// capacity.ParseReset like every other stated wait.
+	// headers.ParseReset like every other stated wait.
 	retryDelay string
 }
 

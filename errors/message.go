@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/headers"
 )
 
 // The message rules are the last evidence: they run on the lower-cased
@@ -89,7 +90,7 @@ func saysPerDay(msg string) bool {
 
 // messageWait reads "try again in 1.209s" (OpenAI), "retry in 37.5s"
 // (Gemini), "try again in 20 seconds" or "retry after 86400 seconds" (Azure
-// OpenAI) from a message, in any form capacity.ParseReset reads; a number
+// OpenAI) from a message, in any form headers.ParseReset reads; a number
 // without a unit counts only with a unit word after it. Times are read
 // against ref. Zero or negative counts as absent.
 func messageWait(msg string, ref time.Time) (time.Duration, bool) {
@@ -101,11 +102,11 @@ func messageWait(msg string, ref time.Time) (time.Duration, bool) {
 		word, after, _ := strings.Cut(msg[i+len(marker):], " ")
 		word = strings.TrimRight(word, ".,;:)")
 		if unit, ok := unitWord(strings.TrimLeft(after, " ")); ok {
-			if d, ok := capacity.ParseReset(word, unit, ref); ok {
+			if d, ok := headers.ParseReset(word, unit, ref); ok {
 				return d, true
 			}
 		}
-		if d, ok := capacity.ParseDuration(word); ok && d > 0 {
+		if d, ok := headers.ParseDuration(word); ok && d > 0 {
 			return d, true
 		}
 	}

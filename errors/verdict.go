@@ -28,7 +28,7 @@ const (
 	ReasonKeyQuota Reason = "key_quota"
 	// ReasonSpendCap: the call would take its tenant (fairness key) or its
 	// connection (credential) past its spend cap for the day
-	// (capacity.SpendCaps) until Verdict.ResetAt, the end of the scope's
+	// (spend.Caps) until Verdict.ResetAt, the end of the scope's
 	// day window; Verdict.Code says which cap: SpendCapTenant or
 	// SpendCapConnection. Nothing reached the provider and the scope is
 	// not blocked.
@@ -87,7 +87,7 @@ type Verdict struct {
 	// evidence: retry-after-ms, retry-after, the binding dimension's reset
 	// header, Gemini's RetryInfo.retryDelay, the message's "try again in".
 	// Zero if none (zero and negative values count as absent). Every form
-	// capacity.ParseReset reads is read. A RateLimited verdict's is at most
+	// headers.ParseReset reads is read. A RateLimited verdict's is at most
 	// the bound of its kind (MaxPerMinuteWait, MaxDailyReset or
 	// MaxUnknownWait); a QuotaExhausted one's is the wait until ResetAt.
 	RetryAfter time.Duration

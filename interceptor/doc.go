@@ -90,7 +90,7 @@
 // shows what was learned).
 //
 // With Options.Ledger, each call that settles with usage is recorded once in
-// the store's cost ledger (capacity.Ledger) by day, scope, tenant (fairness
+// the store's cost ledger (ledger.Ledger) by day, scope, tenant (fairness
 // key) and workflow type, with its tokens and their cost at Options.Prices;
 // Options.SpendCaps then refuses, before admission, a call whose worst case
 // would take its tenant or connection past its cap for the day

@@ -8,6 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
+	"github.com/tollgate-dev/tollgate/capacity/headers"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 )
 
@@ -50,9 +52,9 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	if v.Class == tgerrors.Overloaded {
 		g.tripBreaker(bg, now)
 	}
-	outcome := capacity.Unknown // sent, answer lost: keep the whole reservation
+	outcome := accounting.Unknown // sent, answer lost: keep the whole reservation
 	if v.Status != 0 {
-		outcome = capacity.Rejected
+		outcome = accounting.Rejected
 	}
 	final := g.profile.Settle(g.demand, lease.Charges, outcome, report.Usage)
 	if err := store.Settle(bg, lease, final); err != nil {
@@ -65,7 +67,7 @@ func (g *gatedCall) failed(ctx context.Context, lease capacity.Lease, report Rep
 	}
 	obs := v.Observation
 	if obs.Empty() && report.Header != nil {
-		obs = capacity.ParseHeaders(g.call.Provider, report.Header, now)
+		obs = headers.Parse(g.call.Provider, report.Header, now)
 	}
 	g.observe(bg, lease, obs)
 	if !cooldown.Until.IsZero() {

@@ -15,6 +15,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
+	"github.com/tollgate-dev/tollgate/capacity/headers"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 )
 
@@ -78,7 +80,7 @@ type gatedCall struct {
 	call     Call
 	scope    capacity.Scope
 	limits   capacity.Limits
-	profile  capacity.Profile
+	profile  accounting.Profile
 	kind     string          // the kind of call learned as; "" learns nothing
 	demand   capacity.Demand // call.Demand with what was learned applied: what is charged
 	charges  capacity.Charges
@@ -332,11 +334,11 @@ func (g *gatedCall) pastDeadline(now time.Time) bool {
 // A settle that returns after afterSuccess gave up on it (settleAbandoned)
 // reports nothing and skips the headers, stale by then.
 func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, report Report, reported bool, state *atomic.Int32) {
-	outcome := capacity.Completed
+	outcome := accounting.Completed
 	if !reported || !report.HasUsage {
-		outcome = capacity.Unknown // no usage: keep the whole reservation
+		outcome = accounting.Unknown // no usage: keep the whole reservation
 	}
-	if outcome == capacity.Completed {
+	if outcome == accounting.Completed {
 		// The provider charged the call whatever the store says.
 		defer g.a.root.ledger.record(ctx, g, lease, report.Usage)
 	}
@@ -351,10 +353,10 @@ func (g *gatedCall) settleSuccess(ctx context.Context, lease capacity.Lease, rep
 	}
 	g.a.root.tel.settled(ctx, g, lease.Charges, final)
 	if reported && report.Header != nil {
-		obs := capacity.ParseHeaders(g.call.Provider, report.Header, g.opts.Clock.Now())
+		obs := headers.Parse(g.call.Provider, report.Header, g.opts.Clock.Now())
 		g.observe(ctx, lease, obs)
 	}
-	if err == nil && outcome == capacity.Completed {
+	if err == nil && outcome == accounting.Completed {
 		g.a.root.learn.record(ctx, g, report.Usage)
 	}
 }

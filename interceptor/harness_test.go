@@ -25,7 +25,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
+
 	// What a worker running its own openai-go activities imports so the gate
 	// reads *openai.Error (the activities package imports it too).
 	_ "github.com/tollgate-dev/tollgate/errors/openaierr"
@@ -282,7 +284,9 @@ func StepsWorkflow(ctx workflow.Context, steps []Step) ([]Outcome, error) {
 // env is one test's Temporal test environment with the plugin installed.
 type env struct {
 	*testsuite.TestWorkflowEnvironment
-	store    *capacity.MemoryStore
+	store *capacity.MemoryStore
+	// ledger is the cost ledger on the store's clock (withLedger installs it).
+	ledger   *ledger.Memory
 	provider *scripted
 	acts     *chatActivities
 	attempts []attempt
@@ -341,6 +345,7 @@ func newEnvFull(t *testing.T, store *capacity.MemoryStore, limits capacity.Limit
 	if mod != nil {
 		mod(&opts)
 	}
+	e.ledger, _ = opts.Ledger.(*ledger.Memory)
 	var plugins []worker.Plugin
 	for range copies {
 		plugin, err := interceptor.NewPlugin(opts)

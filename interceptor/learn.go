@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/log"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 )
 
 // Defaults of LearnOptions.
@@ -30,15 +32,15 @@ const learnReadTimeout = 500 * time.Millisecond
 // else the activity type) its output, input and max_tokens; then:
 //
 //   - where the provider settles output to actual use (a Profile that is a
-//     capacity.OutputSettler: Anthropic), a call that states no expected
+//     accounting.OutputSettler: Anthropic), a call that states no expected
 //     output reserves the Quantile of its kind's output, at most its
 //     max_tokens, instead of max_tokens; settling corrects the rest (an
 //     output above it is debt). OpenAI charges max_tokens at admission, so
 //     its reservation does not change; its samples feed `tollgate advise`.
 //   - an input that is an estimate (Demand.InputEstimated: the Anthropic
 //     and Gemini activities' bytes / 3) is scaled by the Quantile of the
-//     scope's actual over estimated input, held to [capacity.MinInputRatio,
-//     capacity.MaxInputRatio].
+//     scope's actual over estimated input, held to [learn.MinInputRatio,
+//     learn.MaxInputRatio].
 //
 // Neither applies before MinSamples samples. Learning never fails a call:
 // a store error is logged and the call goes on as if nothing was learned.
@@ -97,7 +99,7 @@ type learnKey struct {
 // concurrent calls share one read.
 type learnEntry struct {
 	mu sync.Mutex
-	l  capacity.Learned
+	l  learn.Learned
 	at time.Time // when read (or tried); zero: never
 }
 
@@ -145,18 +147,18 @@ func (l *learning) demand(ctx context.Context, g *gatedCall) capacity.Demand {
 	return learnedDemand(d, learned, l.opts, settles)
 }
 
-func settlesOutput(p capacity.Profile) bool {
-	s, ok := p.(capacity.OutputSettler)
+func settlesOutput(p accounting.Profile) bool {
+	s, ok := p.(accounting.OutputSettler)
 	return ok && s.SettlesOutput()
 }
 
 // learnedDemand returns d with what was learned applied (see LearnOptions).
-func learnedDemand(d capacity.Demand, l capacity.Learned, o LearnOptions, settlesOutput bool) capacity.Demand {
+func learnedDemand(d capacity.Demand, l learn.Learned, o LearnOptions, settlesOutput bool) capacity.Demand {
 	minN := float64(o.MinSamples)
 	if d.InputEstimated && l.InputRatio.Count() >= minN {
 		if r, ok := l.InputRatio.Quantile(o.Quantile); ok {
-			d.InputTokens = capacity.CalibrateInput(d.InputTokens, r)
-			d.CachedInputTokens = capacity.CalibrateInput(d.CachedInputTokens, r)
+			d.InputTokens = learn.CalibrateInput(d.InputTokens, r)
+			d.CachedInputTokens = learn.CalibrateInput(d.CachedInputTokens, r)
 		}
 	}
 	if settlesOutput && d.OutputTokens <= 0 && d.MaxTokens > 0 && l.Output.Count() >= minN {
@@ -169,7 +171,7 @@ func learnedDemand(d capacity.Demand, l capacity.Learned, o LearnOptions, settle
 
 // learned returns what g's kind learned, read at most every Refresh per
 // worker; false if nothing could be read yet.
-func (l *learning) learned(ctx context.Context, g *gatedCall) (capacity.Learned, bool) {
+func (l *learning) learned(ctx context.Context, g *gatedCall) (learn.Learned, bool) {
 	k := learnKey{g.learnScope(), g.kind}
 	l.mu.Lock()
 	e := l.cache[k]
@@ -205,7 +207,7 @@ func (l *learning) record(ctx context.Context, g *gatedCall, u capacity.Usage) {
 		return
 	}
 	d := g.call.Demand // as estimated, not as calibrated: the ratio is of the estimate
-	s := capacity.Sample{
+	s := learn.Sample{
 		OutputTokens: u.OutputTokens + u.ExtraReasoningTokens,
 		MaxTokens:    d.MaxTokens,
 		InputTokens:  u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,

@@ -12,14 +12,16 @@ import (
 	"go.temporal.io/sdk/log"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 )
 
 // learnedOf returns what n calls of output out (and input ratio ratio, if
 // positive) teach.
-func learnedOf(t *testing.T, n int, out, ratio float64) capacity.Learned {
+func learnedOf(t *testing.T, n int, out, ratio float64) learn.Learned {
 	t.Helper()
-	var l capacity.Learned
+	var l learn.Learned
 	for range n {
 		require.NoError(t, l.Output.Add(out))
 		if ratio > 0 {
@@ -40,13 +42,13 @@ func TestLearnedDemand(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		d        capacity.Demand
-		l        capacity.Learned
+		l        learn.Learned
 		settles  bool
 		wantIn   int64
 		wantOut  int64 // Demand.OutputTokens: 0 reserves max_tokens
 		wantSame bool
 	}{
-		{"nothing learned", base, capacity.Learned{}, true, 1000, 0, true},
+		{"nothing learned", base, learn.Learned{}, true, 1000, 0, true},
 		{"too few samples", base, learnedOf(t, 19, 400, 0), true, 1000, 0, true},
 		{"output learned", base, learnedOf(t, 20, 400, 0), true, 1000, 431, false}, // 400's bucket edge
 		{"never above max_tokens", capacity.Demand{InputTokens: 1000, MaxTokens: 300}, learnedOf(t, 50, 400, 0), true, 1000, 300, false},
@@ -76,10 +78,10 @@ type countingLearner struct {
 	fail  atomic.Bool
 }
 
-func (c *countingLearner) Learned(ctx context.Context, sc capacity.Scope, kind string) (capacity.Learned, error) {
+func (c *countingLearner) Learned(ctx context.Context, sc capacity.Scope, kind string) (learn.Learned, error) {
 	c.reads.Add(1)
 	if c.fail.Load() {
-		return capacity.Learned{}, capacity.ErrStoreUnavailable
+		return learn.Learned{}, capacity.ErrStoreUnavailable
 	}
 	return c.MemoryStore.Learned(ctx, sc, kind)
 }
@@ -94,9 +96,9 @@ func TestLearnedIsCachedPerRefresh(t *testing.T) {
 	require.NoError(t, err)
 	l := newLearning(o)
 	g := &gatedCall{opts: &o, scope: capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "a"}, kind: "k",
-		profile: capacity.AnthropicProfile{}, call: Call{Demand: capacity.Demand{MaxTokens: 8192}}}
+		profile: accounting.AnthropicProfile{}, call: Call{Demand: capacity.Demand{MaxTokens: 8192}}}
 	for range 25 {
-		require.NoError(t, store.Learn(context.Background(), g.scope, "k", capacity.Sample{OutputTokens: 128, MaxTokens: 8192}))
+		require.NoError(t, store.Learn(context.Background(), g.scope, "k", learn.Sample{OutputTokens: 128, MaxTokens: 8192}))
 	}
 	ctx := context.Background()
 	assert.Equal(t, int64(128), l.demand(ctx, g).OutputTokens)

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 	"github.com/tollgate-dev/tollgate/interceptor"
 )
 
@@ -273,10 +274,10 @@ func TestLearningOptions(t *testing.T) {
 // failingLearner is a memory store whose learning always fails.
 type failingLearner struct{ *capacity.MemoryStore }
 
-func (failingLearner) Learn(context.Context, capacity.Scope, string, capacity.Sample) error {
+func (failingLearner) Learn(context.Context, capacity.Scope, string, learn.Sample) error {
 	return capacity.ErrStoreUnavailable
 }
 
-func (failingLearner) Learned(context.Context, capacity.Scope, string) (capacity.Learned, error) {
-	return capacity.Learned{}, capacity.ErrStoreUnavailable
+func (failingLearner) Learned(context.Context, capacity.Scope, string) (learn.Learned, error) {
+	return learn.Learned{}, capacity.ErrStoreUnavailable
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
+	"github.com/tollgate-dev/tollgate/capacity/spend"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 )
 
@@ -30,14 +32,14 @@ const capEpsilon = 1e-9
 // records each settled call and holds calls to their spend caps.
 //
 // A cap is checked against the day's settled spend in the ledger plus the
-// worst case (capacity.Price.WorstCase) of this worker's calls that were
+// worst case (spend.Price.WorstCase) of this worker's calls that were
 // admitted against it and are not recorded yet, plus the call's own worst
 // case. Calls in flight on other workers are not seen, so together they
 // may pass a cap by at most what they cost.
 type ledgerGate struct {
-	ledger capacity.Ledger // nil: no ledger
-	prices capacity.Prices
-	caps   capacity.SpendCaps
+	ledger ledger.Ledger // nil: no ledger
+	prices spend.Prices
+	caps   spend.Caps
 
 	mu      sync.Mutex
 	pending map[pendingSpend]float64 // this worker's worst cases not yet recorded
@@ -65,7 +67,7 @@ func (o Options) validateLedger() error {
 		return nil
 	}
 	if o.Ledger == nil {
-		return fmt.Errorf("%w: SpendCaps need a Ledger to read the day's spend from (the memory and Redis stores are ledgers)", ErrInvalidOptions)
+		return fmt.Errorf("%w: SpendCaps need a Ledger to read the day's spend from (the Redis store is one; in one process, ledger.NewMemory)", ErrInvalidOptions)
 	}
 	if len(o.Prices) == 0 {
 		return fmt.Errorf("%w: SpendCaps need Prices: without them no call costs anything", ErrInvalidOptions)
@@ -93,7 +95,7 @@ func (l *ledgerGate) admitSpend(ctx context.Context, g *gatedCall) (release func
 	if p, ok := l.prices.Lookup(g.call.Provider, g.call.Model, g.scope.LimitGroup); ok {
 		worst = p.WorstCase(g.demand)
 	}
-	day, end := capacity.LedgerDay(g.opts.Clock.Now(), g.limits.DayReset)
+	day, end := ledger.Day(g.opts.Clock.Now(), g.limits.DayReset)
 	rctx, cancel := context.WithTimeout(ctx, spendReadTimeout)
 	spent, err := l.ledger.Spent(rctx, day, tenant, conn)
 	cancel()
@@ -160,9 +162,9 @@ func (l *ledgerGate) record(ctx context.Context, g *gatedCall, lease capacity.Le
 	if at.IsZero() {
 		at = g.opts.Clock.Now()
 	}
-	day, _ := capacity.LedgerDay(at, g.limits.DayReset)
-	e := capacity.LedgerEntry{Lease: lease.ID, Day: day, Scope: g.scope, Tenant: g.call.FairnessKey,
-		WorkflowType: g.workflowType(), Tokens: capacity.LedgerTokensOf(u)}
+	day, _ := ledger.Day(at, g.limits.DayReset)
+	e := ledger.Entry{Lease: lease.ID, Day: day, Scope: g.scope, Tenant: g.call.FairnessKey,
+		WorkflowType: g.workflowType(), Tokens: ledger.TokensOf(u)}
 	if e.Lease == "" {
 		e.Lease = capacity.LeaseID(g.id, max(int(g.info.Attempt), 1))
 	}

@@ -13,6 +13,9 @@ import (
 	"go.temporal.io/sdk/log"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
+	"github.com/tollgate-dev/tollgate/capacity/spend"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 )
 
@@ -58,8 +61,8 @@ type Options struct {
 	// snapshot date suffixes.
 	LimitGroups capacity.LimitGroups
 	// Profiles overrides the accounting profile per provider. Providers not
-	// in it use capacity.ProfileFor.
-	Profiles map[capacity.Provider]capacity.Profile
+	// in it use accounting.ProfileFor.
+	Profiles map[capacity.Provider]accounting.Profile
 	// Classifier classifies provider failures. The zero value uses its
 	// documented defaults.
 	Classifier tgerrors.Classifier
@@ -183,16 +186,16 @@ type Options struct {
 	Learning LearnOptions
 	// Ledger, if set, records the tokens and cost of every call that
 	// settles with usage, per day, scope, tenant (fairness key) and
-	// workflow type, once per lease (capacity.Ledger: the memory and Redis
-	// stores are ledgers; pass the Store). A failed record is logged and
+	// workflow type, once per lease (ledger.Ledger: the Redis store is one,
+	// pass it; in one process, ledger.NewMemory). A failed record is logged and
 	// counted (tollgate.ledger.failures), never fails the call. If nil, no
 	// ledger: nothing is recorded and SpendCaps cannot be set.
-	Ledger capacity.Ledger
+	Ledger ledger.Ledger
 	// Prices costs the calls the Ledger records, per provider and model
-	// (capacity.Prices, per million tokens). A call whose model has no
+	// (spend.Prices, per million tokens). A call whose model has no
 	// price is recorded with its tokens, at cost 0, and counted as
 	// unpriced. If nil, every call is unpriced.
-	Prices capacity.Prices
+	Prices spend.Prices
 	// SpendCaps caps what a tenant (fairness key) and a connection
 	// (credential) may spend per day, in the Prices' unit: a call whose
 	// worst case would pass a cap fails non-retryable with
@@ -204,7 +207,7 @@ type Options struct {
 	// read holds no call back. Each capped call costs one read of the
 	// store. Setting a cap needs Ledger and Prices. The zero value caps
 	// nothing.
-	SpendCaps capacity.SpendCaps
+	SpendCaps spend.Caps
 	// TracerProvider receives the tollgate.admit spans. If nil, the
 	// provider of the span the activity runs in (that of Temporal's
 	// OpenTelemetry tracing interceptor), else otel.GetTracerProvider().
@@ -303,7 +306,7 @@ func (o Options) withDefaults() (Options, error) {
 // Limits gives, or the provider's reported ones where they state no rate
 // (reportedLimits), with p's day boundary. follows reports the latter. The
 // error says what is misconfigured.
-func (o *Options) scopeLimits(scope capacity.Scope, p capacity.Profile, now time.Time) (l capacity.Limits, follows bool, err error) {
+func (o *Options) scopeLimits(scope capacity.Scope, p accounting.Profile, now time.Time) (l capacity.Limits, follows bool, err error) {
 	if o.Limits != nil {
 		var ok bool
 		if l, ok = o.Limits(scope); !ok {
@@ -317,12 +320,12 @@ func (o *Options) scopeLimits(scope capacity.Scope, p capacity.Profile, now time
 	if l, err = o.reports.limits(scope, l, now); err != nil {
 		return l, false, err
 	}
-	return capacity.ProfileDayReset(l, p), follows, nil
+	return accounting.ProfileDayReset(l, p), follows, nil
 }
 
-func (o Options) profile(p capacity.Provider) (capacity.Profile, bool) {
+func (o Options) profile(p capacity.Provider) (accounting.Profile, bool) {
 	if pr, ok := o.Profiles[p]; ok && pr != nil {
 		return pr, true
 	}
-	return capacity.ProfileFor(p)
+	return accounting.ProfileFor(p)
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
+	"github.com/tollgate-dev/tollgate/internal/secrets"
 )
 
 // A key pool (Options.Pools) is several credentials that calls share, each
@@ -75,7 +77,7 @@ func checkPoolName(what, name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: Pools: %s has an empty name", ErrInvalidOptions, what)
-	case capacity.LooksLikeSecret(name):
+	case secrets.LooksLikeKey(name):
 		return fmt.Errorf("%w: Pools: %s has the shape of an API key; name credentials (or use capacity.Fingerprint)", ErrInvalidOptions, what)
 	}
 	return nil
@@ -108,7 +110,7 @@ type member struct {
 
 // newPoolCall resolves every member of pool name to its scope and limits:
 // a member without limits is a misconfiguration, as a scope without them.
-func newPoolCall(o *Options, call Call, name string, scope capacity.Scope, profile capacity.Profile) (*poolCall, error) {
+func newPoolCall(o *Options, call Call, name string, scope capacity.Scope, profile accounting.Profile) (*poolCall, error) {
 	p := &poolCall{name: name, scope: scope}
 	for _, m := range o.Pools[name] {
 		sc := o.LimitGroups.ScopeFor(call.Provider, call.Model, m, call.Region)

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	tgerrors "github.com/tollgate-dev/tollgate/errors"
 )
@@ -64,7 +65,7 @@ func (r *poolRig) call(ties []float64) *gatedCall {
 		return ties[i-1]
 	}
 	call := Call{Provider: capacity.OpenAI, Model: "gpt-4o", Credential: "pool", Demand: capacity.Demand{InputTokens: 10, MaxTokens: 10}}
-	g := &gatedCall{opts: &o, info: activity.Info{Attempt: 1}, id: "act-x", call: call, profile: capacity.OpenAIProfile{}, demand: call.Demand}
+	g := &gatedCall{opts: &o, info: activity.Info{Attempt: 1}, id: "act-x", call: call, profile: accounting.OpenAIProfile{}, demand: call.Demand}
 	g.charges = g.profile.Charges(g.demand)
 	g.scope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "pool"}
 	var err error

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // Limits a user need not know. A scope whose configured limits state no rate
@@ -22,7 +23,7 @@ import (
 
 // followedReportAge is how old the last report of a scope's limits may be
 // for the worker to run on the limits the store adopted from it.
-const followedReportAge = capacity.LoweredLimitMemory / 2
+const followedReportAge = tuning.LoweredLimitMemory / 2
 
 // unreportedMaxInFlight is the calls in flight on a scope that runs on
 // reported limits while none has been seen.

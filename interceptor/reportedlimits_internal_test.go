@@ -10,12 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
+	"github.com/tollgate-dev/tollgate/capacity/headers"
 )
 
 func TestOptionsWithoutLimitsAreValid(t *testing.T) {
 	o, err := Options{Store: capacity.NewMemoryStore(capacity.MemoryOptions{})}.withDefaults()
 	require.NoError(t, err)
-	l, follows, err := o.scopeLimits(capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "a"}, capacity.OpenAIProfile{}, time.Now())
+	l, follows, err := o.scopeLimits(capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "a"}, accounting.OpenAIProfile{}, time.Now())
 	require.NoError(t, err)
 	assert.True(t, follows)
 	assert.Equal(t, int64(1), l.MaxInFlight, "one call at a time until the first answer")
@@ -28,7 +30,7 @@ func TestOptionsWithoutLimitsAreValid(t *testing.T) {
 func TestReportedLimits(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	openai := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "a"}
-	report := capacity.ParseHeaders(capacity.OpenAI, http.Header{
+	report := headers.Parse(capacity.OpenAI, http.Header{
 		"X-Ratelimit-Limit-Requests": {"500"}, "X-Ratelimit-Limit-Tokens": {"30000"},
 		"X-Ratelimit-Remaining-Requests": {"499"}, "X-Ratelimit-Remaining-Tokens": {"29000"},
 	}, t0)

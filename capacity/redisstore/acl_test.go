@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -57,10 +59,10 @@ func TestACLUser(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.AddFailure(ctx, keysScope, "a", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, s.Learn(ctx, keysScope, "k", capacity.Sample{OutputTokens: 1}))
+	require.NoError(t, s.Learn(ctx, keysScope, "k", learn.Sample{OutputTokens: 1}))
 	_, err = s.Learned(ctx, keysScope, "k")
 	require.NoError(t, err)
-	_, err = s.Record(ctx, capacity.LedgerEntry{Lease: "a#1", Day: "2026-10-15", Scope: keysScope, Cost: 1})
+	_, err = s.Record(ctx, ledger.Entry{Lease: "a#1", Day: "2026-10-15", Scope: keysScope, Cost: 1})
 	require.NoError(t, err)
 	_, err = s.Spent(ctx, "2026-10-15", "", keysScope.CredentialKey())
 	require.NoError(t, err)

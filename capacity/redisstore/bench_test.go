@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -172,7 +173,7 @@ func reserveSettleOp(b *testing.B, rdb *redis.Client, observe bool) admitOp {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
-	p := capacity.OpenAIProfile{}
+	p := accounting.OpenAIProfile{}
 	d := capacity.Demand{InputTokens: 800, MaxTokens: 256}
 	charges := p.Charges(d)
 	ctx := context.Background()
@@ -190,7 +191,7 @@ func reserveSettleOp(b *testing.B, rdb *redis.Client, observe bool) admitOp {
 		if !res.Granted {
 			return 0, fmt.Errorf("denied: %v on %v", res.Reason, res.Binding)
 		}
-		final := p.Settle(d, res.Lease.Charges, capacity.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})
+		final := p.Settle(d, res.Lease.Charges, accounting.Completed, capacity.Usage{InputTokens: 790, OutputTokens: 120})
 		if err := s.Settle(ctx, res.Lease, final); err != nil || !observe {
 			return lat, err
 		}

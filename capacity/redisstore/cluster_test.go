@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
@@ -104,7 +105,7 @@ func TestClusterSpread(t *testing.T) {
 	t.Run("Learner", func(t *testing.T) {
 		for i, sc := range scopes {
 			for range i + 1 {
-				require.NoError(t, a.Learn(ctx, sc, "Chat", capacity.Sample{OutputTokens: 100, MaxTokens: 1000, InputTokens: 500}))
+				require.NoError(t, a.Learn(ctx, sc, "Chat", learn.Sample{OutputTokens: 100, MaxTokens: 1000, InputTokens: 500}))
 			}
 		}
 		for i, sc := range scopes {

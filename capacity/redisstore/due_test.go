@@ -15,7 +15,7 @@ import (
 // TestTicketDueAcrossWorkers: a refund settled by one worker brings a
 // ticket booked through another forward, and that worker's waiter hears of
 // it at once (TicketDue), not at the ticket's old time, when the move is
-// more than capacity.AnnounceMove and a quarter of the wait left — as the
+// more than tuning.AnnounceMove and a quarter of the wait left — as the
 // memory store announces (capacity's TestWaitAnnouncedMoves). Output
 // tokens refill at 200 a second (5 ms a token) into a bucket of 2000 that
 // a holds whole; the clock stands still.

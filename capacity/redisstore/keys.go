@@ -21,7 +21,7 @@ import (
 //	{P:C}:ended:K             leases settled or released lately (scripts 3.2 to 5.0 only; see keyEnded)
 //	{P:C}:flows:K             fair-queuing flows by class/key: rank, finish, granted; TTL: the state's
 //	{P:C}:keycaps:K           fairness keys' cap counters by key; TTL: the state's
-//	{P:C}:recent:K            the leases granted within capacity.ReorderWindow, oldest first (list); TTL: the window's
+//	{P:C}:recent:K            the leases granted within tuning.ReorderWindow, oldest first (list); TTL: the window's
 //	{P:C}:order:R:K           rank R's tickets by virtual finish (sorted set), R from 0 to capacity.MaxRank; TTL: the tickets'
 //	{P:C}:leasemarks:K        each live lease's mark and charges per bucket, packed (msgpack), by call; TTL: the leases'
 //	{P:C}:lease_expiries:K    live leases by expiry (sorted set); TTL: the leases'

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 var keysScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o mini", Credential: "team/a", Region: "eu"}
@@ -121,7 +122,7 @@ func TestKeyTTLs(t *testing.T) {
 	near(k.keys[keyCredBlock], 20*time.Second)                      // the block's end
 	near(k.failure+"c1", 10*time.Second)                            // forgotten then
 	near(k.keys[keyFlows], time.Until(l.DayReset.Next(time.Now()))) // fair queuing lives as long as the state
-	near(k.keys[keyRecent], capacity.ReorderWindow)                 // the grants that may still be reordered
+	near(k.keys[keyRecent], tuning.ReorderWindow)                   // the grants that may still be reordered
 	near(k.keys[keyLeaseMarks], 30*time.Second)                     // as the leases
 	near(k.keys[keyLeaseExpiries], 30*time.Second)                  // as the leases
 	require.Len(t, keys, 9, "no other keys: %v", keys)              // no ticket was booked

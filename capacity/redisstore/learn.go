@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 )
 
 var _ capacity.Learner = (*Store)(nil)
@@ -19,12 +20,12 @@ var _ capacity.Learner = (*Store)(nil)
 // What a store learns (capacity.Learner) is kept in three keys per scope,
 // beside its state and under the same hash tag:
 //
-//	{P:C}:learn:K:KIND   a kind's histograms (out, in, max); TTL: LearnedMemory after its last sample
+//	{P:C}:learn:K:KIND   a kind's histograms (out, in, max); TTL: learn.Memory after its last sample
 //	{P:C}:learnin:K      the scope's input ratio histogram (ratio); TTL: likewise
 //	{P:C}:learnkinds:K   the scope's kinds by their last sample's time (sorted set)
 //
 // A histogram H of a hash is its fields H.n (the count, for the cap),
-// H.s (the sum) and H.<bucket> (the count in capacity.Histogram's bucket),
+// H.s (the sum) and H.<bucket> (the count in learn.Histogram's bucket),
 // all decimal numbers; t is the last sample's time in unix microseconds.
 // KIND passes capacity.ValidateKind (no ':'), so a kind's key names one
 // scope and one kind.
@@ -44,7 +45,7 @@ const (
 
 // learnScript is Learner.Learn: one round trip that adds a sample to the
 // kind's histograms and, with a ratio, to the scope's, halving a histogram
-// whose count passes the cap as capacity.Histogram.Add does.
+// whose count passes the cap as learn.Histogram.Add does.
 var learnScript = redis.NewScript(`
 -- KEYS: 1 the kind's hash, 2 the scope's ratio hash, 3 the scope's kinds.
 -- ARGV: 1 now in µs ('' = TIME), 2 memory in µs, 3 key TTL in ms, 4 cap,
@@ -117,7 +118,7 @@ func (k *scopeKeys) learnKeys(prefix, kind string) []string {
 
 // histArgs appends the (histogram, bucket, value) triple of v.
 func histArgs(args []any, h string, v float64) ([]any, error) {
-	i, err := capacity.HistogramBucketOf(v)
+	i, err := learn.BucketOf(v)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func histArgs(args []any, h string, v float64) ([]any, error) {
 }
 
 // Learn implements capacity.Learner: one script, one round trip.
-func (s *Store) Learn(ctx context.Context, sc capacity.Scope, kind string, smp capacity.Sample) error {
+func (s *Store) Learn(ctx context.Context, sc capacity.Scope, kind string, smp learn.Sample) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -141,8 +142,8 @@ func (s *Store) Learn(ctx context.Context, sc capacity.Scope, kind string, smp c
 	if err := s.down("learn"); err != nil {
 		return err
 	}
-	ttl := (capacity.LearnedMemory + slack).Milliseconds()
-	args := []any{s.nowArg(), capacity.LearnedMemory.Microseconds(), ttl, capacity.DefaultHistogramCap, kind}
+	ttl := (learn.Memory + slack).Milliseconds()
+	args := []any{s.nowArg(), learn.Memory.Microseconds(), ttl, learn.DefaultCap, kind}
 	var err error
 	for _, hv := range []struct {
 		h string
@@ -165,18 +166,18 @@ func (s *Store) Learn(ctx context.Context, sc capacity.Scope, kind string, smp c
 }
 
 // Learned implements capacity.Learner: two reads in one pipeline.
-func (s *Store) Learned(ctx context.Context, sc capacity.Scope, kind string) (capacity.Learned, error) {
+func (s *Store) Learned(ctx context.Context, sc capacity.Scope, kind string) (learn.Learned, error) {
 	if err := ctx.Err(); err != nil {
-		return capacity.Learned{}, err
+		return learn.Learned{}, err
 	}
 	if err := sc.Validate(); err != nil {
-		return capacity.Learned{}, err
+		return learn.Learned{}, err
 	}
 	if err := capacity.ValidateKind(kind); err != nil {
-		return capacity.Learned{}, err
+		return learn.Learned{}, err
 	}
 	if err := s.down("learned"); err != nil {
-		return capacity.Learned{}, err
+		return learn.Learned{}, err
 	}
 	keys := s.keysFor(sc).learnKeys(s.opts.Prefix, kind)
 	var kindCmd, ratioCmd *redis.MapStringStringCmd
@@ -186,12 +187,12 @@ func (s *Store) Learned(ctx context.Context, sc capacity.Scope, kind string) (ca
 		return nil
 	})
 	if err != nil {
-		return capacity.Learned{}, s.failed(ctx, "learned", err)
+		return learn.Learned{}, s.failed(ctx, "learned", err)
 	}
 	s.up()
 	l, err := parseLearned(kindCmd.Val(), ratioCmd.Val(), s.localNow())
 	if err != nil {
-		return capacity.Learned{}, fmt.Errorf("%w: learned %s %s: %v", ErrBadReply, sc.Key(), kind, err)
+		return learn.Learned{}, fmt.Errorf("%w: learned %s %s: %v", ErrBadReply, sc.Key(), kind, err)
 	}
 	return l, nil
 }
@@ -208,7 +209,7 @@ func (s *Store) LearnedKinds(ctx context.Context, sc capacity.Scope) ([]string, 
 		return nil, err
 	}
 	key := s.keysFor(sc).learnKeys(s.opts.Prefix, "_")[2]
-	since := s.localNow().Add(-capacity.LearnedMemory).UnixMicro()
+	since := s.localNow().Add(-learn.Memory).UnixMicro()
 	kinds, err := s.rdb.ZRangeByScore(ctx, key, &redis.ZRangeBy{Min: strconv.FormatInt(since, 10), Max: "+inf"}).Result()
 	if err != nil {
 		return nil, s.failed(ctx, "learnedkinds", err)
@@ -220,7 +221,7 @@ func (s *Store) LearnedKinds(ctx context.Context, sc capacity.Scope) ([]string, 
 }
 
 // LearnedScopes lists the scopes that learned something under the store's
-// prefix within LearnedMemory, sorted by key. Like Scopes it scans, so it
+// prefix within learn.Memory, sorted by key. Like Scopes it scans, so it
 // is for operators and tools (`tollgate advise`).
 func (s *Store) LearnedScopes(ctx context.Context) ([]capacity.Scope, error) {
 	return s.scanScopes(ctx, learnKindsInfix, "learned scopes")
@@ -228,29 +229,29 @@ func (s *Store) LearnedScopes(ctx context.Context) ([]capacity.Scope, error) {
 
 // parseLearned reads what a kind's hash and its scope's ratio hash hold
 // (HGETALL replies) as of now: a hash whose last sample is older than
-// LearnedMemory reads as empty. Fields it does not know are ignored (the
+// learn.Memory reads as empty. Fields it does not know are ignored (the
 // format only grows); a known field that is not a number, a bucket out of
 // range or a negative count is an error.
-func parseLearned(kind, ratio map[string]string, now time.Time) (capacity.Learned, error) {
-	var l capacity.Learned
+func parseLearned(kind, ratio map[string]string, now time.Time) (learn.Learned, error) {
+	var l learn.Learned
 	if t, ok, err := learnedAt(kind, now); err != nil {
-		return capacity.Learned{}, err
+		return learn.Learned{}, err
 	} else if ok {
 		l.Updated = t
 		for _, h := range []struct {
 			name string
-			dst  *capacity.Histogram
+			dst  *learn.Histogram
 		}{{histOutput, &l.Output}, {histInput, &l.Input}, {histMax, &l.MaxTokens}} {
 			if *h.dst, err = parseHistogram(kind, h.name); err != nil {
-				return capacity.Learned{}, err
+				return learn.Learned{}, err
 			}
 		}
 	}
 	if _, ok, err := learnedAt(ratio, now); err != nil {
-		return capacity.Learned{}, err
+		return learn.Learned{}, err
 	} else if ok {
 		if l.InputRatio, err = parseHistogram(ratio, histRatio); err != nil {
-			return capacity.Learned{}, err
+			return learn.Learned{}, err
 		}
 	}
 	return l, nil
@@ -268,13 +269,13 @@ func learnedAt(fields map[string]string, now time.Time) (time.Time, bool, error)
 		return time.Time{}, false, fmt.Errorf("field t is %q, want unix microseconds", v)
 	}
 	t := fromMicros(us)
-	return t, now.Sub(t) <= capacity.LearnedMemory, nil
+	return t, now.Sub(t) <= learn.Memory, nil
 }
 
 // parseHistogram reads histogram h from a hash's fields. Its count is the
 // sum of its buckets (h.n is the script's running count).
-func parseHistogram(fields map[string]string, h string) (capacity.Histogram, error) {
-	var out capacity.Histogram
+func parseHistogram(fields map[string]string, h string) (learn.Histogram, error) {
+	var out learn.Histogram
 	for f, v := range fields {
 		name, ok := strings.CutPrefix(f, h+".")
 		if !ok || name == "n" {
@@ -282,11 +283,11 @@ func parseHistogram(fields map[string]string, h string) (capacity.Histogram, err
 		}
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
-			return capacity.Histogram{}, fmt.Errorf("field %s is %q, want a finite number >= 0", f, v)
+			return learn.Histogram{}, fmt.Errorf("field %s is %q, want a finite number >= 0", f, v)
 		}
 		if name == "s" {
 			if err := out.AddSum(x); err != nil {
-				return capacity.Histogram{}, err
+				return learn.Histogram{}, err
 			}
 			continue
 		}
@@ -295,7 +296,7 @@ func parseHistogram(fields map[string]string, h string) (capacity.Histogram, err
 			continue // a field of a later format
 		}
 		if err := out.AddBucket(i, x, 0); err != nil {
-			return capacity.Histogram{}, fmt.Errorf("field %s: %w", f, err)
+			return learn.Histogram{}, fmt.Errorf("field %s: %w", f, err)
 		}
 	}
 	return out, nil

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 )
 
 // hashText reads "field=value" lines as a hash (HGETALL reply).
@@ -45,13 +45,13 @@ func FuzzParseLearned(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for name, h := range map[string]capacity.Histogram{"out": l.Output, "in": l.Input, "max": l.MaxTokens, "ratio": l.InputRatio} {
+		for name, h := range map[string]learn.Histogram{"out": l.Output, "in": l.Input, "max": l.MaxTokens, "ratio": l.InputRatio} {
 			if !finite(h.Count()) || !finite(h.Sum()) {
 				t.Fatalf("%s: count %v, sum %v", name, h.Count(), h.Sum())
 			}
 			var n float64
 			for _, b := range h.Buckets() {
-				if b.Index < capacity.MinHistogramBucket || b.Index > capacity.MaxHistogramBucket || !finite(b.Count) {
+				if b.Index < learn.MinBucket || b.Index > learn.MaxBucket || !finite(b.Count) {
 					t.Fatalf("%s: bucket %+v", name, b)
 				}
 				n += b.Count

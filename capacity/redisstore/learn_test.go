@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 )
 
@@ -32,7 +33,7 @@ func TestLearnedKeys(t *testing.T) {
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a", Region: "eu"}
 	began, redisBefore := time.Now(), redisNow(t, rdb)
-	require.NoError(t, s.Learn(ctx, sc, "Messages", capacity.Sample{OutputTokens: 410, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}))
+	require.NoError(t, s.Learn(ctx, sc, "Messages", learn.Sample{OutputTokens: 410, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}))
 
 	tag := "{" + s.opts.Prefix + ":anthropic/team-a}"
 	keys, err := rdb.Keys(ctx, "{"+s.opts.Prefix+":*").Result()
@@ -45,7 +46,7 @@ func TestLearnedKeys(t *testing.T) {
 	for _, k := range keys {
 		ttl, err := rdb.PTTL(ctx, k).Result()
 		require.NoError(t, err)
-		requireTTL(t, capacity.LearnedMemory, ttl, time.Since(began), "%s: TTL %v", k, ttl)
+		requireTTL(t, learn.Memory, ttl, time.Since(began), "%s: TTL %v", k, ttl)
 	}
 	fields, err := rdb.HGetAll(ctx, tag+":learn:anthropic/claude-sonnet-4-5/team-a/eu:Messages").Result()
 	require.NoError(t, err)
@@ -111,7 +112,7 @@ func BenchmarkLearn(b *testing.B) {
 	i := int64(0)
 	for b.Loop() {
 		i++
-		if err := s.Learn(ctx, sc, "Messages", capacity.Sample{OutputTokens: 100 + i%900, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}); err != nil {
+		if err := s.Learn(ctx, sc, "Messages", learn.Sample{OutputTokens: 100 + i%900, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -124,7 +125,7 @@ func BenchmarkLearned(b *testing.B) {
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a"}
 	for i := range int64(2000) {
-		if err := s.Learn(ctx, sc, "Messages", capacity.Sample{OutputTokens: 100 + i%900, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}); err != nil {
+		if err := s.Learn(ctx, sc, "Messages", learn.Sample{OutputTokens: 100 + i%900, MaxTokens: 8192, InputTokens: 1200, InputEstimate: 1000}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,26 +11,27 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
 	"github.com/tollgate-dev/tollgate/internal/redisscan"
 )
 
-var _ capacity.Ledger = (*Store)(nil)
+var _ ledger.Ledger = (*Store)(nil)
 
-// The cost ledger (capacity.Ledger) is kept in three keys per day, and a
+// The cost ledger (ledger.Ledger) is kept in three keys per day, and a
 // key per lease recorded, under the day's own hash tag, so a record is one
 // script on one slot and a day's spend is read in one round trip:
 //
 //	{P:ledger:DAY}:rows           the day's rows: ROW|calls, ROW|unpriced, ROW|in, ROW|cin,
 //	                              ROW|out (integers), ROW|cost (a decimal), and t, the last
-//	                              record's time in unix µs; TTL: capacity.LedgerMemory after it
+//	                              record's time in unix µs; TTL: ledger.Retention after it
 //	{P:ledger:DAY}:tenants        each tenant's cost that day; TTL: likewise
 //	{P:ledger:DAY}:conns          each connection's (Scope.CredentialKey) cost that day; TTL: likewise
-//	{P:ledger:DAY}:lease:LEASE    when the lease was recorded (unix µs); TTL: capacity.LedgerLeaseMemory
+//	{P:ledger:DAY}:lease:LEASE    when the lease was recorded (unix µs); TTL: ledger.LeaseRetention
 //
 // ROW is scope-key|tenant|workflow-type: the scope key is path-escaped, a
 // tenant passes capacity.ValidateFairnessKey and a workflow type
 // capacity.ValidateKind, so none holds '|', and none is a secret. DAY is a
-// capacity.LedgerDayLayout date. LEASE is the gate's lease id (a hash of
+// ledger.DayLayout date. LEASE is the gate's lease id (a hash of
 // the call's identity, and its attempt). The lease keys hold about an hour
 // of calls; the rest is a few fields per row.
 const (
@@ -106,8 +107,8 @@ func ledgerRow(sc capacity.Scope, tenant, wf string) string {
 	return sc.Key() + "|" + tenant + "|" + wf
 }
 
-// Record implements capacity.Ledger: one script, one round trip.
-func (s *Store) Record(ctx context.Context, e capacity.LedgerEntry) (bool, error) {
+// Record implements ledger.Ledger: one script, one round trip.
+func (s *Store) Record(ctx context.Context, e ledger.Entry) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -121,8 +122,8 @@ func (s *Store) Record(ctx context.Context, e capacity.LedgerEntry) (bool, error
 	if e.Unpriced {
 		unpriced = 1
 	}
-	args := []any{s.nowArg(), capacity.LedgerMemory.Microseconds(), capacity.LedgerLeaseMemory.Microseconds(),
-		(capacity.LedgerMemory + slack).Milliseconds(), (capacity.LedgerLeaseMemory + slack).Milliseconds(),
+	args := []any{s.nowArg(), ledger.Retention.Microseconds(), ledger.LeaseRetention.Microseconds(),
+		(ledger.Retention + slack).Milliseconds(), (ledger.LeaseRetention + slack).Milliseconds(),
 		ledgerRow(e.Scope, e.Tenant, e.WorkflowType), e.Tenant, e.Scope.CredentialKey(),
 		e.Tokens.Input, e.Tokens.CachedInput, e.Tokens.Output, strconv.FormatFloat(e.Cost, 'g', -1, 64), unpriced}
 	n, err := recordScript.Run(ctx, s.rdb, s.ledgerKeys(e.Day, e.Lease), args...).Int64()
@@ -133,17 +134,17 @@ func (s *Store) Record(ctx context.Context, e capacity.LedgerEntry) (bool, error
 	return n == 1, nil
 }
 
-// Spent implements capacity.Ledger: three reads of one slot in one
+// Spent implements ledger.Ledger: three reads of one slot in one
 // pipeline.
-func (s *Store) Spent(ctx context.Context, day, tenant, connection string) (capacity.Spend, error) {
+func (s *Store) Spent(ctx context.Context, day, tenant, connection string) (ledger.Spend, error) {
 	if err := ctx.Err(); err != nil {
-		return capacity.Spend{}, err
+		return ledger.Spend{}, err
 	}
-	if err := capacity.ValidateLedgerDay(day); err != nil {
-		return capacity.Spend{}, err
+	if err := ledger.ValidateDay(day); err != nil {
+		return ledger.Spend{}, err
 	}
 	if err := s.down("spent"); err != nil {
-		return capacity.Spend{}, err
+		return ledger.Spend{}, err
 	}
 	keys := s.ledgerKeys(day, "")
 	var last, tc, cc *redis.StringCmd
@@ -154,24 +155,24 @@ func (s *Store) Spent(ctx context.Context, day, tenant, connection string) (capa
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return capacity.Spend{}, s.failed(ctx, "spent", err)
+		return ledger.Spend{}, s.failed(ctx, "spent", err)
 	}
 	s.up()
 	if ok, err := s.dayKept(last.Val()); err != nil || !ok {
-		return capacity.Spend{}, err
+		return ledger.Spend{}, err
 	}
-	var sp capacity.Spend
+	var sp ledger.Spend
 	if sp.Tenant, err = parseCost(tc.Val()); err == nil {
 		sp.Connection, err = parseCost(cc.Val())
 	}
 	if err != nil {
-		return capacity.Spend{}, fmt.Errorf("%w: spent on %s: %v", ErrBadReply, day, err)
+		return ledger.Spend{}, fmt.Errorf("%w: spent on %s: %v", ErrBadReply, day, err)
 	}
 	return sp, nil
 }
 
 // dayKept reports whether a day whose t field is v is still kept (not past
-// capacity.LedgerMemory); false for a day never recorded.
+// ledger.Retention); false for a day never recorded.
 func (s *Store) dayKept(v string) (bool, error) {
 	if v == "" {
 		return false, nil
@@ -180,18 +181,18 @@ func (s *Store) dayKept(v string) (bool, error) {
 	if err != nil || us < 0 {
 		return false, fmt.Errorf("%w: ledger field t is %q, want unix microseconds", ErrBadReply, v)
 	}
-	return s.localNow().Sub(fromMicros(us)) <= capacity.LedgerMemory, nil
+	return s.localNow().Sub(fromMicros(us)) <= ledger.Retention, nil
 }
 
-// LedgerRows implements capacity.Ledger. With no day it scans (SCAN, on
+// LedgerRows implements ledger.Ledger. With no day it scans (SCAN, on
 // every master of a cluster) for the days kept, so it is for operators and
 // tools (`tollgate cost`), not for the admission path.
-func (s *Store) LedgerRows(ctx context.Context, day string) ([]capacity.LedgerRow, error) {
+func (s *Store) LedgerRows(ctx context.Context, day string) ([]ledger.Row, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if day != "" {
-		if err := capacity.ValidateLedgerDay(day); err != nil {
+		if err := ledger.ValidateDay(day); err != nil {
 			return nil, err
 		}
 	}
@@ -205,7 +206,7 @@ func (s *Store) LedgerRows(ctx context.Context, day string) ([]capacity.LedgerRo
 			return nil, err
 		}
 	}
-	rows := []capacity.LedgerRow{}
+	rows := []ledger.Row{}
 	for _, d := range days {
 		fields, err := s.rdb.HGetAll(ctx, s.ledgerKeys(d, "")[0]).Result()
 		if err != nil {
@@ -223,7 +224,7 @@ func (s *Store) LedgerRows(ctx context.Context, day string) ([]capacity.LedgerRo
 		rows = append(rows, dr...)
 	}
 	s.up()
-	capacity.SortLedgerRows(rows)
+	ledger.SortRows(rows)
 	return rows, nil
 }
 
@@ -238,7 +239,7 @@ func (s *Store) ledgerDays(ctx context.Context) ([]string, error) {
 			return
 		}
 		day, ok = strings.CutSuffix(day, "}"+ledgerRows)
-		if ok && capacity.ValidateLedgerDay(day) == nil {
+		if ok && ledger.ValidateDay(day) == nil {
 			seen[day] = true
 		}
 	})
@@ -256,8 +257,8 @@ func (s *Store) ledgerDays(ctx context.Context) ([]string, error) {
 // reply). Fields it does not know are ignored (the format only grows); a
 // known field that is not a number >= 0, or a row whose scope key does not
 // parse, is an error.
-func parseLedgerRows(day string, fields map[string]string) ([]capacity.LedgerRow, error) {
-	byRow := map[string]*capacity.LedgerRow{}
+func parseLedgerRows(day string, fields map[string]string) ([]ledger.Row, error) {
+	byRow := map[string]*ledger.Row{}
 	for f, v := range fields {
 		i := strings.LastIndexByte(f, '|')
 		if i < 0 {
@@ -274,7 +275,7 @@ func parseLedgerRows(day string, fields map[string]string) ([]capacity.LedgerRow
 			if err != nil {
 				return nil, fmt.Errorf("field %s: %v", f, err)
 			}
-			r = &capacity.LedgerRow{Day: day, Scope: sc, Tenant: parts[1], WorkflowType: parts[2]}
+			r = &ledger.Row{Day: day, Scope: sc, Tenant: parts[1], WorkflowType: parts[2]}
 			byRow[row] = r
 		}
 		var dst *int64
@@ -305,7 +306,7 @@ func parseLedgerRows(day string, fields map[string]string) ([]capacity.LedgerRow
 		}
 		*dst = n
 	}
-	rows := make([]capacity.LedgerRow, 0, len(byRow))
+	rows := make([]ledger.Row, 0, len(byRow))
 	for _, r := range byRow {
 		rows = append(rows, *r)
 	}

@@ -7,15 +7,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 )
 
-// TestLedgerContract runs the capacity.Ledger contract against a real
+// TestLedgerContract runs the ledger.Ledger contract against a real
 // redis-server, on the suite's manual clock.
 func TestLedgerContract(t *testing.T) {
 	t.Parallel()
 	rdb := testClient(t)
-	storetest.RunLedger(t, func(t *testing.T, clock capacity.Clock) capacity.Ledger {
+	storetest.RunLedger(t, func(t *testing.T, clock capacity.Clock) ledger.Ledger {
 		s, err := New(rdb, Options{Prefix: testPrefix(t, rdb), Clock: clock})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
@@ -33,8 +34,8 @@ func TestLedgerKeys(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}
-	ok, err := s.Record(ctx, capacity.LedgerEntry{Lease: "act-1#1", Day: "2026-10-15", Scope: sc, Tenant: "acme", WorkflowType: "Assistant",
-		Tokens: capacity.LedgerTokens{Input: 10, CachedInput: 5, Output: 2}, Cost: 0.5})
+	ok, err := s.Record(ctx, ledger.Entry{Lease: "act-1#1", Day: "2026-10-15", Scope: sc, Tenant: "acme", WorkflowType: "Assistant",
+		Tokens: ledger.Tokens{Input: 10, CachedInput: 5, Output: 2}, Cost: 0.5})
 	require.NoError(t, err)
 	require.True(t, ok)
 

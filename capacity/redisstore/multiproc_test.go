@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 )
 
 // Environment of a child process started by a multi-process test.
@@ -205,7 +206,7 @@ func mpWorker(t *testing.T) {
 			sc := mpScope(credentials[scope])
 			for i := 0; ctx.Err() == nil; i++ {
 				in, out := 100+rng.Int64N(500), 50+rng.Int64N(350)
-				c := capacity.OpenAIProfile{}.Charges(capacity.Demand{InputTokens: in, MaxTokens: out})
+				c := accounting.OpenAIProfile{}.Charges(capacity.Demand{InputTokens: in, MaxTokens: out})
 				req := capacity.Request{Scope: sc, Limits: mpLimits, Call: fmt.Sprintf("p%d-g%d-%d", proc, g, i), Attempt: 1, Charges: c, TTL: time.Minute, Book: true}
 				res, err := capacity.Wait(ctx, s, req, capacity.WaitOptions{})
 				if ctx.Err() != nil {

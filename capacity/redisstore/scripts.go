@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 //go:embed lua/*.lua
@@ -21,8 +20,8 @@ const slack = time.Second
 
 // LoweredLimitMemory is how long a provider-reported limit below the
 // configured one is remembered after the last report that said so
-// (capacity.LoweredLimitMemory).
-const LoweredLimitMemory = capacity.LoweredLimitMemory
+// (tuning.LoweredLimitMemory).
+const LoweredLimitMemory = tuning.LoweredLimitMemory
 
 // HalfOpenMemory is how long a half-open block whose probe nobody claims is
 // kept after its half-open time: it ends with a probe, not on its own, but an

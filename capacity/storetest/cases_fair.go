@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // FairCases are the contract's fairness rules: weighted fair queuing by
@@ -179,7 +180,7 @@ var fairOrderCases = []Case{
 		end := t0.Add(400 * time.Millisecond)
 		first, order := map[string]int{}, make([]string, 5)
 		for _, tk := range h.snap(testScope).Tickets {
-			if k := tk.At.Sub(end) / capacity.GatherSpacing; k >= 0 && k < 5 && tk.At.Sub(end)%capacity.GatherSpacing == 0 {
+			if k := tk.At.Sub(end) / tuning.GatherSpacing; k >= 0 && k < 5 && tk.At.Sub(end)%tuning.GatherSpacing == 0 {
 				first[tk.Key]++
 				order[k] = tk.Key
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // followCases: the level follows what the provider reports, up and down,
@@ -64,7 +65,7 @@ var followCases = []Case{
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
 		// Up, less the cut's share (0.3) of ReorderWindow's refill, 75
 		// (ReportAfterA429StopsShortOfTheToken).
-		assert.InDelta(h.t, 800-0.3*1000*capacity.ReorderWindow.Seconds(), h.level(capacity.Tokens), 1e-9, "a remaining above zero is followed up")
+		assert.InDelta(h.t, 800-0.3*1000*tuning.ReorderWindow.Seconds(), h.level(capacity.Tokens), 1e-9, "a remaining above zero is followed up")
 	}},
 	{"ReportFromBeforeALimitFellNeverLiftsIt", func(h *harness) {
 		// The provider halves its limit between two answers, and the older
@@ -149,7 +150,7 @@ var followCases = []Case{
 		// report is read. The raise keeps what it held below the report.
 		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: 5 * time.Second} // 1000/s, capacity 5000
 		h.grant(h.req(l, tokens(500, 0)))                                                     // long in flight: it reached the provider first
-		h.clock.Advance(capacity.ReorderWindow + time.Millisecond)                            // 4500 + 251
+		h.clock.Advance(tuning.ReorderWindow + time.Millisecond)                              // 4500 + 251
 		late := h.grant(h.req(l, tokens(1000, 0)))
 		observed := h.grant(h.req(l, tokens(2000, 0))) // 1751 left
 		assert.InDelta(h.t, 1000, observed.Mark.InFlight[capacity.Tokens], 1e-9, "the mark holds what was granted just before it and in flight")
@@ -200,7 +201,7 @@ var followCases = []Case{
 		o := reported(capacity.Tokens, 60000, 3000)
 		o.Mark = le.Mark
 		require.NoError(h.t, h.store.Observe(h.ctx, testScope, o))
-		assert.InDelta(h.t, 3000-0.28*1000*capacity.ReorderWindow.Seconds(), h.level(capacity.Tokens), 1e-6)
+		assert.InDelta(h.t, 3000-0.28*1000*tuning.ReorderWindow.Seconds(), h.level(capacity.Tokens), 1e-6)
 	}},
 	{"RemainingExcludingCallsInFlightDiscountsThem", func(h *harness) {
 		l := capacity.Limits{OutputTokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Minute}
@@ -264,7 +265,7 @@ var followCases = []Case{
 		h.deny(away) // due in 1 s; its call is away (parked in Temporal)
 		res := h.deny(here)
 		assert.Equal(h.t, 2*time.Second, res.RetryAt.Sub(res.Now))
-		h.clock.Advance(time.Second + capacity.OverdueTicket)
+		h.clock.Advance(time.Second + tuning.OverdueTicket)
 		h.grant(here) // takes the overdue ticket's place
 		late := h.deny(away)
 		assert.Equal(h.t, capacity.DenyTicket, late.Reason)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // hardeningCases: no single answer or number can break a scope. Each is
@@ -94,7 +95,7 @@ var hardeningCases = []Case{
 		le := h.grant(r)
 		h.clock.Advance(2 * time.Second)
 		h.grant(h.req(l, one())) // the store sees the lease lapsed
-		h.clock.Advance(capacity.LapsedLeaseMemory)
+		h.clock.Advance(tuning.LapsedLeaseMemory)
 		require.NoError(h.t, h.store.Settle(h.ctx, le, tokens(100, 300)))
 		assert.InDelta(h.t, 500, h.level(capacity.Tokens), 1e-6, "forgotten: no debt")
 	}},
@@ -161,7 +162,7 @@ var hardeningCases = []Case{
 			h.clock.Set(res.RetryAt)
 			h.grant(h.req(l, tokens(400, 0)))
 		}
-		h.clock.Advance(capacity.LoweredLimitMemory)
+		h.clock.Advance(tuning.LoweredLimitMemory)
 		assert.InDelta(h.t, 100, h.snap(testScope).Budget[capacity.Tokens].Rate, 1e-9, "forgotten")
 	}},
 	{"UnworkableLimitsRefused", func(h *harness) {

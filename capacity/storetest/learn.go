@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 )
 
 // LearnerFactory returns a new, empty store that implements
@@ -37,26 +38,26 @@ var learnCases = []struct {
 	{"output, input and max_tokens per kind", learnPerKind},
 	{"input ratio per scope, only from estimates", learnInputRatio},
 	{"halving past the cap follows a change", learnDecay},
-	{"forgotten after LearnedMemory", learnForgotten},
+	{"forgotten after Memory", learnForgotten},
 	{"bad kinds, samples and scopes are refused", learnRefuses},
 	{"concurrent samples each count once", learnConcurrent},
 }
 
 var learnScope = capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a"}
 
-func mustLearn(t *testing.T, l capacity.Learner, sc capacity.Scope, kind string, s capacity.Sample) {
+func mustLearn(t *testing.T, l capacity.Learner, sc capacity.Scope, kind string, s learn.Sample) {
 	t.Helper()
 	require.NoError(t, l.Learn(context.Background(), sc, kind, s))
 }
 
-func mustLearned(t *testing.T, l capacity.Learner, sc capacity.Scope, kind string) capacity.Learned {
+func mustLearned(t *testing.T, l capacity.Learner, sc capacity.Scope, kind string) learn.Learned {
 	t.Helper()
 	got, err := l.Learned(context.Background(), sc, kind)
 	require.NoError(t, err)
 	return got
 }
 
-func quantile(t *testing.T, h capacity.Histogram, q float64) float64 {
+func quantile(t *testing.T, h learn.Histogram, q float64) float64 {
 	t.Helper()
 	v, ok := h.Quantile(q)
 	require.True(t, ok, "quantile %v of an empty histogram", q)
@@ -75,12 +76,12 @@ func learnEmpty(t *testing.T, _ *capacitytest.ManualClock, l capacity.Learner) {
 
 func learnPerKind(t *testing.T, clock *capacitytest.ManualClock, l capacity.Learner) {
 	for i := int64(1); i <= 100; i++ {
-		mustLearn(t, l, learnScope, "summarize", capacity.Sample{OutputTokens: i * 10, MaxTokens: 8192, InputTokens: 1000})
+		mustLearn(t, l, learnScope, "summarize", learn.Sample{OutputTokens: i * 10, MaxTokens: 8192, InputTokens: 1000})
 	}
-	mustLearn(t, l, learnScope, "classify", capacity.Sample{OutputTokens: 3, MaxTokens: 16, InputTokens: 200})
+	mustLearn(t, l, learnScope, "classify", learn.Sample{OutputTokens: 3, MaxTokens: 16, InputTokens: 200})
 	other := learnScope
 	other.Credential = "team-b"
-	mustLearn(t, l, other, "translate", capacity.Sample{OutputTokens: 7, MaxTokens: 64})
+	mustLearn(t, l, other, "translate", learn.Sample{OutputTokens: 7, MaxTokens: 64})
 
 	got := mustLearned(t, l, learnScope, "summarize")
 	assert.InDelta(t, 100, got.Calls(), 1e-9)
@@ -108,11 +109,11 @@ func learnPerKind(t *testing.T, clock *capacitytest.ManualClock, l capacity.Lear
 
 func learnInputRatio(t *testing.T, _ *capacitytest.ManualClock, l capacity.Learner) {
 	for i := range 40 {
-		mustLearn(t, l, learnScope, "a", capacity.Sample{OutputTokens: 10, InputTokens: 1200, InputEstimate: 1000}) // 1.2
+		mustLearn(t, l, learnScope, "a", learn.Sample{OutputTokens: 10, InputTokens: 1200, InputEstimate: 1000}) // 1.2
 		if i%2 == 0 {
-			mustLearn(t, l, learnScope, "b", capacity.Sample{OutputTokens: 10, InputTokens: 800, InputEstimate: 1000}) // 0.8
+			mustLearn(t, l, learnScope, "b", learn.Sample{OutputTokens: 10, InputTokens: 800, InputEstimate: 1000}) // 0.8
 		}
-		mustLearn(t, l, learnScope, "b", capacity.Sample{OutputTokens: 10, InputTokens: 5000}) // exact input: no ratio
+		mustLearn(t, l, learnScope, "b", learn.Sample{OutputTokens: 10, InputTokens: 5000}) // exact input: no ratio
 	}
 	for _, kind := range []string{"a", "b", "c"} {
 		got := mustLearned(t, l, learnScope, kind)
@@ -127,39 +128,39 @@ func learnInputRatio(t *testing.T, _ *capacitytest.ManualClock, l capacity.Learn
 }
 
 func learnDecay(t *testing.T, _ *capacitytest.ManualClock, l capacity.Learner) {
-	for range capacity.DefaultHistogramCap {
-		mustLearn(t, l, learnScope, "k", capacity.Sample{OutputTokens: 100, MaxTokens: 4096})
+	for range learn.DefaultCap {
+		mustLearn(t, l, learnScope, "k", learn.Sample{OutputTokens: 100, MaxTokens: 4096})
 	}
 	got := mustLearned(t, l, learnScope, "k")
-	assert.InDelta(t, capacity.DefaultHistogramCap, got.Calls(), 1e-9, "at the cap: not halved yet")
-	mustLearn(t, l, learnScope, "k", capacity.Sample{OutputTokens: 100, MaxTokens: 4096})
+	assert.InDelta(t, learn.DefaultCap, got.Calls(), 1e-9, "at the cap: not halved yet")
+	mustLearn(t, l, learnScope, "k", learn.Sample{OutputTokens: 100, MaxTokens: 4096})
 	got = mustLearned(t, l, learnScope, "k")
-	assert.InDelta(t, (capacity.DefaultHistogramCap+1)/2.0, got.Calls(), 1e-9, "past the cap: halved")
+	assert.InDelta(t, (learn.DefaultCap+1)/2.0, got.Calls(), 1e-9, "past the cap: halved")
 	assert.InDelta(t, got.Calls(), got.MaxTokens.Count(), 1e-9, "every histogram of the kind halves together")
 	assert.InDelta(t, 4096, got.MaxTokens.Mean(), 1e-6, "sums halve with counts")
 	// The distribution changes: within a cap's worth of samples the median
 	// follows it (another halving comes after half a cap).
-	for range capacity.DefaultHistogramCap/2 + 100 {
-		mustLearn(t, l, learnScope, "k", capacity.Sample{OutputTokens: 1000, MaxTokens: 4096})
+	for range learn.DefaultCap/2 + 100 {
+		mustLearn(t, l, learnScope, "k", learn.Sample{OutputTokens: 1000, MaxTokens: 4096})
 	}
 	got = mustLearned(t, l, learnScope, "k")
-	assert.LessOrEqual(t, got.Calls(), float64(capacity.DefaultHistogramCap))
+	assert.LessOrEqual(t, got.Calls(), float64(learn.DefaultCap))
 	assert.InDelta(t, 1000, quantile(t, got.Output, 0.5), 1000*0.1)
 	assert.InDelta(t, 100, quantile(t, got.Output, 0.2), 100*0.1, "the old samples still weigh")
 }
 
 func learnForgotten(t *testing.T, clock *capacitytest.ManualClock, l capacity.Learner) {
-	mustLearn(t, l, learnScope, "k", capacity.Sample{OutputTokens: 100, InputTokens: 10, InputEstimate: 10})
-	clock.Advance(capacity.LearnedMemory - time.Second)
-	assert.InDelta(t, 1, mustLearned(t, l, learnScope, "k").Calls(), 1e-9, "kept within LearnedMemory")
+	mustLearn(t, l, learnScope, "k", learn.Sample{OutputTokens: 100, InputTokens: 10, InputEstimate: 10})
+	clock.Advance(learn.Memory - time.Second)
+	assert.InDelta(t, 1, mustLearned(t, l, learnScope, "k").Calls(), 1e-9, "kept within learn.Memory")
 	clock.Advance(2 * time.Second)
 	got := mustLearned(t, l, learnScope, "k")
-	assert.Zero(t, got.Calls(), "forgotten past LearnedMemory")
+	assert.Zero(t, got.Calls(), "forgotten past learn.Memory")
 	assert.Zero(t, got.InputRatio.Count())
 	kinds, err := l.LearnedKinds(context.Background(), learnScope)
 	require.NoError(t, err)
 	assert.Empty(t, kinds)
-	mustLearn(t, l, learnScope, "k", capacity.Sample{OutputTokens: 7})
+	mustLearn(t, l, learnScope, "k", learn.Sample{OutputTokens: 7})
 	got = mustLearned(t, l, learnScope, "k")
 	assert.InDelta(t, 1, got.Calls(), 1e-9, "learning starts over")
 	assert.InDelta(t, 7, got.Output.Mean(), 1e-9)
@@ -171,16 +172,16 @@ func learnRefuses(t *testing.T, _ *capacitytest.ManualClock, l capacity.Learner)
 		name  string
 		scope capacity.Scope
 		kind  string
-		s     capacity.Sample
+		s     learn.Sample
 		want  error
 	}{
-		{"empty kind", learnScope, "", capacity.Sample{}, capacity.ErrInvalidKind},
-		{"prompt text", learnScope, "Summarize this contract for me", capacity.Sample{}, capacity.ErrInvalidKind},
-		{"key-shaped", learnScope, "sk-proj-4fQ9xZ2mB7kL1pW8rT3vY6nH0jD5sA", capacity.Sample{}, capacity.ErrInvalidKind},
-		{"a colon", learnScope, "a:b", capacity.Sample{}, capacity.ErrInvalidKind},
-		{"negative output", learnScope, "k", capacity.Sample{OutputTokens: -1}, capacity.ErrBadSample},
-		{"negative estimate", learnScope, "k", capacity.Sample{InputEstimate: -1}, capacity.ErrBadSample},
-		{"no credential", capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "x"}, "k", capacity.Sample{}, capacity.ErrInvalidScope},
+		{"empty kind", learnScope, "", learn.Sample{}, capacity.ErrInvalidKind},
+		{"prompt text", learnScope, "Summarize this contract for me", learn.Sample{}, capacity.ErrInvalidKind},
+		{"key-shaped", learnScope, "sk-proj-4fQ9xZ2mB7kL1pW8rT3vY6nH0jD5sA", learn.Sample{}, capacity.ErrInvalidKind},
+		{"a colon", learnScope, "a:b", learn.Sample{}, capacity.ErrInvalidKind},
+		{"negative output", learnScope, "k", learn.Sample{OutputTokens: -1}, learn.ErrBadSample},
+		{"negative estimate", learnScope, "k", learn.Sample{InputEstimate: -1}, learn.ErrBadSample},
+		{"no credential", capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "x"}, "k", learn.Sample{}, capacity.ErrInvalidScope},
 	} {
 		assert.ErrorIs(t, l.Learn(ctx, tc.scope, tc.kind, tc.s), tc.want, tc.name)
 	}
@@ -198,7 +199,7 @@ func learnConcurrent(t *testing.T, _ *capacitytest.ManualClock, l capacity.Learn
 	for range 8 {
 		wg.Go(func() {
 			for range 25 {
-				assert.NoError(t, l.Learn(context.Background(), learnScope, "k", capacity.Sample{OutputTokens: 50, InputTokens: 60, InputEstimate: 50}))
+				assert.NoError(t, l.Learn(context.Background(), learnScope, "k", learn.Sample{OutputTokens: 50, InputTokens: 60, InputEstimate: 50}))
 			}
 		})
 	}

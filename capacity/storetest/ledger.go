@@ -13,13 +13,14 @@ import (
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
 )
 
-// LedgerFactory returns a new, empty store that implements capacity.Ledger,
+// LedgerFactory returns a new, empty store that implements ledger.Ledger,
 // whose time is clock.Now, sharing no state with earlier ones.
-type LedgerFactory func(t *testing.T, clock capacity.Clock) capacity.Ledger
+type LedgerFactory func(t *testing.T, clock capacity.Clock) ledger.Ledger
 
-// RunLedger runs the capacity.Ledger contract against the stores newStore
+// RunLedger runs the ledger.Ledger contract against the stores newStore
 // makes.
 func RunLedger(t *testing.T, newStore LedgerFactory) {
 	for _, tc := range ledgerCases {
@@ -32,14 +33,14 @@ func RunLedger(t *testing.T, newStore LedgerFactory) {
 
 var ledgerCases = []struct {
 	name string
-	run  func(t *testing.T, clock *capacitytest.ManualClock, l capacity.Ledger)
+	run  func(t *testing.T, clock *capacitytest.ManualClock, l ledger.Ledger)
 }{
 	{"nothing recorded reads empty", ledgerEmpty},
 	{"rows per day, scope, tenant and workflow type", ledgerRows},
 	{"spend per tenant over scopes and per connection over models", ledgerSpent},
 	{"a lease is recorded once", ledgerOncePerLease},
 	{"concurrent records each count once", ledgerConcurrent},
-	{"forgotten after LedgerMemory", ledgerForgotten},
+	{"forgotten after Retention", ledgerForgotten},
 	{"bad entries and days are refused", ledgerRefuses},
 }
 
@@ -51,39 +52,39 @@ var (
 )
 
 // entry returns an entry of lease n on day with the given tokens and cost.
-func entry(n int, day string, sc capacity.Scope, tenant, wf string, in, cached, out int64, cost float64) capacity.LedgerEntry {
-	return capacity.LedgerEntry{Lease: fmt.Sprintf("act-%06d#1", n), Day: day, Scope: sc, Tenant: tenant, WorkflowType: wf,
-		Tokens: capacity.LedgerTokens{Input: in, CachedInput: cached, Output: out}, Cost: cost}
+func entry(n int, day string, sc capacity.Scope, tenant, wf string, in, cached, out int64, cost float64) ledger.Entry {
+	return ledger.Entry{Lease: fmt.Sprintf("act-%06d#1", n), Day: day, Scope: sc, Tenant: tenant, WorkflowType: wf,
+		Tokens: ledger.Tokens{Input: in, CachedInput: cached, Output: out}, Cost: cost}
 }
 
-func mustRecord(t *testing.T, l capacity.Ledger, e capacity.LedgerEntry) bool {
+func mustRecord(t *testing.T, l ledger.Ledger, e ledger.Entry) bool {
 	t.Helper()
 	ok, err := l.Record(context.Background(), e)
 	require.NoError(t, err)
 	return ok
 }
 
-func mustRows(t *testing.T, l capacity.Ledger, day string) []capacity.LedgerRow {
+func mustRows(t *testing.T, l ledger.Ledger, day string) []ledger.Row {
 	t.Helper()
 	rows, err := l.LedgerRows(context.Background(), day)
 	require.NoError(t, err)
 	return rows
 }
 
-func mustSpent(t *testing.T, l capacity.Ledger, day, tenant, conn string) capacity.Spend {
+func mustSpent(t *testing.T, l ledger.Ledger, day, tenant, conn string) ledger.Spend {
 	t.Helper()
 	s, err := l.Spent(context.Background(), day, tenant, conn)
 	require.NoError(t, err)
 	return s
 }
 
-func ledgerEmpty(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger) {
+func ledgerEmpty(t *testing.T, _ *capacitytest.ManualClock, l ledger.Ledger) {
 	assert.Empty(t, mustRows(t, l, ""))
 	assert.Empty(t, mustRows(t, l, ledgerDay))
-	assert.Equal(t, capacity.Spend{}, mustSpent(t, l, ledgerDay, "acme", ledgerOA.CredentialKey()))
+	assert.Equal(t, ledger.Spend{}, mustSpent(t, l, ledgerDay, "acme", ledgerOA.CredentialKey()))
 }
 
-func ledgerRows(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger) {
+func ledgerRows(t *testing.T, _ *capacitytest.ManualClock, l ledger.Ledger) {
 	next := "2026-10-16"
 	require.True(t, mustRecord(t, l, entry(1, ledgerDay, ledgerOA, "acme", "Assistant", 1000, 200, 50, 0.0035)))
 	require.True(t, mustRecord(t, l, entry(2, ledgerDay, ledgerOA, "acme", "Assistant", 500, 0, 25, 0.0015)))
@@ -114,11 +115,11 @@ func ledgerRows(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger) {
 	assert.Equal(t, ledgerOA, acme.Scope)
 	assert.Equal(t, int64(2), acme.Calls)
 	assert.Zero(t, acme.Unpriced)
-	assert.Equal(t, capacity.LedgerTokens{Input: 1500, CachedInput: 200, Output: 75}, acme.LedgerTokens)
+	assert.Equal(t, ledger.Tokens{Input: 1500, CachedInput: 200, Output: 75}, acme.Tokens)
 	assert.InDelta(t, 0.005, acme.Cost, 1e-12)
-	assert.Equal(t, capacity.LedgerTokens{Input: 100, CachedInput: 900, Output: 10}, rows[0].LedgerTokens)
+	assert.Equal(t, ledger.Tokens{Input: 100, CachedInput: 900, Output: 10}, rows[0].Tokens)
 	assert.Equal(t, int64(1), rows[1].Unpriced, "an unpriced call is counted")
-	assert.Equal(t, capacity.LedgerTokens{Input: 40, Output: 4}, rows[1].LedgerTokens, "its tokens are kept")
+	assert.Equal(t, ledger.Tokens{Input: 40, Output: 4}, rows[1].Tokens, "its tokens are kept")
 	assert.Zero(t, rows[1].Cost)
 
 	all := mustRows(t, l, "")
@@ -129,7 +130,7 @@ func ledgerRows(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger) {
 	assert.Empty(t, mustRows(t, l, "2026-10-14"))
 }
 
-func ledgerSpent(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger) {
+func ledgerSpent(t *testing.T, _ *capacitytest.ManualClock, l ledger.Ledger) {
 	teamB := ledgerOA
 	teamB.Credential = "team-b"
 	mustRecord(t, l, entry(1, ledgerDay, ledgerOA, "acme", "A", 1, 0, 1, 1.5))
@@ -149,11 +150,11 @@ func ledgerSpent(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger) {
 	assert.InDelta(t, 0.125, s.Tenant, 1e-12, "the calls without a tenant")
 	assert.InDelta(t, 2, s.Connection, 1e-12)
 	s = mustSpent(t, l, "2026-10-16", "acme", ledgerOA.CredentialKey())
-	assert.Equal(t, capacity.Spend{Tenant: 8, Connection: 8}, s, "per day")
-	assert.Equal(t, capacity.Spend{}, mustSpent(t, l, ledgerDay, "initech", "openai/team-c"))
+	assert.Equal(t, ledger.Spend{Tenant: 8, Connection: 8}, s, "per day")
+	assert.Equal(t, ledger.Spend{}, mustSpent(t, l, ledgerDay, "initech", "openai/team-c"))
 }
 
-func ledgerOncePerLease(t *testing.T, clock *capacitytest.ManualClock, l capacity.Ledger) {
+func ledgerOncePerLease(t *testing.T, clock *capacitytest.ManualClock, l ledger.Ledger) {
 	e := entry(1, ledgerDay, ledgerOA, "acme", "A", 100, 0, 10, 0.5)
 	require.True(t, mustRecord(t, l, e))
 	clock.Advance(time.Minute)
@@ -172,10 +173,10 @@ func ledgerOncePerLease(t *testing.T, clock *capacitytest.ManualClock, l capacit
 	assert.True(t, mustRecord(t, l, e2))
 	assert.Equal(t, int64(2), mustRows(t, l, ledgerDay)[0].Calls)
 
-	clock.Advance(capacity.LedgerLeaseMemory - time.Minute - time.Second)
-	assert.False(t, mustRecord(t, l, e), "remembered within LedgerLeaseMemory")
+	clock.Advance(ledger.LeaseRetention - time.Minute - time.Second)
+	assert.False(t, mustRecord(t, l, e), "remembered within ledger.LeaseRetention")
 	clock.Advance(2 * time.Second)
-	assert.True(t, mustRecord(t, l, e), "forgotten past LedgerLeaseMemory: it counts again")
+	assert.True(t, mustRecord(t, l, e), "forgotten past ledger.LeaseRetention: it counts again")
 	assert.Equal(t, int64(3), mustRows(t, l, ledgerDay)[0].Calls)
 	other := e
 	other.Lease, other.Day = "act-000002#1", "2026-10-16"
@@ -184,7 +185,7 @@ func ledgerOncePerLease(t *testing.T, clock *capacitytest.ManualClock, l capacit
 	assert.True(t, mustRecord(t, l, other), "a lease is recorded once per day")
 }
 
-func ledgerConcurrent(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger) {
+func ledgerConcurrent(t *testing.T, _ *capacitytest.ManualClock, l ledger.Ledger) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	firsts := 0
@@ -212,20 +213,20 @@ func ledgerConcurrent(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledg
 	rows := mustRows(t, l, ledgerDay)
 	require.Len(t, rows, 1)
 	assert.Equal(t, int64(want), rows[0].Calls)
-	assert.Equal(t, capacity.LedgerTokens{Input: 10 * want, CachedInput: want, Output: 2 * want}, rows[0].LedgerTokens)
+	assert.Equal(t, ledger.Tokens{Input: 10 * want, CachedInput: want, Output: 2 * want}, rows[0].Tokens)
 	assert.InDelta(t, 0.25*want, rows[0].Cost, 1e-9)
 	assert.InDelta(t, 0.25*want, mustSpent(t, l, ledgerDay, "acme", ledgerOA.CredentialKey()).Connection, 1e-9)
 }
 
-func ledgerForgotten(t *testing.T, clock *capacitytest.ManualClock, l capacity.Ledger) {
+func ledgerForgotten(t *testing.T, clock *capacitytest.ManualClock, l ledger.Ledger) {
 	mustRecord(t, l, entry(1, ledgerDay, ledgerOA, "acme", "A", 1, 0, 1, 1))
-	clock.Advance(capacity.LedgerMemory - time.Second)
-	assert.Len(t, mustRows(t, l, ""), 1, "kept within LedgerMemory")
+	clock.Advance(ledger.Retention - time.Second)
+	assert.Len(t, mustRows(t, l, ""), 1, "kept within ledger.Retention")
 	assert.InDelta(t, 1, mustSpent(t, l, ledgerDay, "acme", ledgerOA.CredentialKey()).Tenant, 1e-12)
 	clock.Advance(2 * time.Second)
-	assert.Empty(t, mustRows(t, l, ""), "forgotten past LedgerMemory")
+	assert.Empty(t, mustRows(t, l, ""), "forgotten past ledger.Retention")
 	assert.Empty(t, mustRows(t, l, ledgerDay))
-	assert.Equal(t, capacity.Spend{}, mustSpent(t, l, ledgerDay, "acme", ledgerOA.CredentialKey()))
+	assert.Equal(t, ledger.Spend{}, mustSpent(t, l, ledgerDay, "acme", ledgerOA.CredentialKey()))
 	assert.True(t, mustRecord(t, l, entry(1, ledgerDay, ledgerOA, "acme", "A", 5, 0, 5, 2)), "the lease is forgotten too")
 	rows := mustRows(t, l, ledgerDay)
 	require.Len(t, rows, 1)
@@ -233,24 +234,24 @@ func ledgerForgotten(t *testing.T, clock *capacitytest.ManualClock, l capacity.L
 	assert.InDelta(t, 2, rows[0].Cost, 1e-12)
 }
 
-func ledgerRefuses(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger) {
+func ledgerRefuses(t *testing.T, _ *capacitytest.ManualClock, l ledger.Ledger) {
 	ctx := context.Background()
 	good := entry(1, ledgerDay, ledgerOA, "acme", "A", 1, 0, 1, 1)
 	for _, tc := range []struct {
 		name string
-		mod  func(e *capacity.LedgerEntry)
+		mod  func(e *ledger.Entry)
 		want error
 	}{
-		{"no lease", func(e *capacity.LedgerEntry) { e.Lease = "" }, capacity.ErrInvalidLedgerEntry},
-		{"no day", func(e *capacity.LedgerEntry) { e.Day = "" }, capacity.ErrInvalidLedgerEntry},
-		{"a day that is not a date", func(e *capacity.LedgerEntry) { e.Day = "2026-13-01" }, capacity.ErrInvalidLedgerEntry},
-		{"a key-shaped credential", func(e *capacity.LedgerEntry) { e.Scope.Credential = "sk-proj-4fQ9xZ2mB7kL1pW8rT3vY6nH0jD5sA" }, capacity.ErrKeyShapedName},
-		{"a tenant with a space", func(e *capacity.LedgerEntry) { e.Tenant = "acme corp" }, capacity.ErrInvalidLedgerEntry},
-		{"prompt text as workflow type", func(e *capacity.LedgerEntry) { e.WorkflowType = "Summarize this contract" }, capacity.ErrInvalidLedgerEntry},
-		{"negative tokens", func(e *capacity.LedgerEntry) { e.Tokens.Output = -1 }, capacity.ErrInvalidLedgerEntry},
-		{"NaN cost", func(e *capacity.LedgerEntry) { e.Cost = math.NaN() }, capacity.ErrInvalidLedgerEntry},
-		{"negative cost", func(e *capacity.LedgerEntry) { e.Cost = -1 }, capacity.ErrInvalidLedgerEntry},
-		{"unpriced with a cost", func(e *capacity.LedgerEntry) { e.Unpriced = true }, capacity.ErrInvalidLedgerEntry},
+		{"no lease", func(e *ledger.Entry) { e.Lease = "" }, ledger.ErrInvalidEntry},
+		{"no day", func(e *ledger.Entry) { e.Day = "" }, ledger.ErrInvalidEntry},
+		{"a day that is not a date", func(e *ledger.Entry) { e.Day = "2026-13-01" }, ledger.ErrInvalidEntry},
+		{"a key-shaped credential", func(e *ledger.Entry) { e.Scope.Credential = "sk-proj-4fQ9xZ2mB7kL1pW8rT3vY6nH0jD5sA" }, capacity.ErrKeyShapedName},
+		{"a tenant with a space", func(e *ledger.Entry) { e.Tenant = "acme corp" }, ledger.ErrInvalidEntry},
+		{"prompt text as workflow type", func(e *ledger.Entry) { e.WorkflowType = "Summarize this contract" }, ledger.ErrInvalidEntry},
+		{"negative tokens", func(e *ledger.Entry) { e.Tokens.Output = -1 }, ledger.ErrInvalidEntry},
+		{"NaN cost", func(e *ledger.Entry) { e.Cost = math.NaN() }, ledger.ErrInvalidEntry},
+		{"negative cost", func(e *ledger.Entry) { e.Cost = -1 }, ledger.ErrInvalidEntry},
+		{"unpriced with a cost", func(e *ledger.Entry) { e.Unpriced = true }, ledger.ErrInvalidEntry},
 	} {
 		e := good
 		tc.mod(&e)
@@ -258,8 +259,8 @@ func ledgerRefuses(t *testing.T, _ *capacitytest.ManualClock, l capacity.Ledger)
 		assert.ErrorIs(t, err, tc.want, tc.name)
 	}
 	_, err := l.Spent(ctx, "yesterday", "acme", ledgerOA.CredentialKey())
-	assert.ErrorIs(t, err, capacity.ErrInvalidLedgerEntry)
+	assert.ErrorIs(t, err, ledger.ErrInvalidEntry)
 	_, err = l.LedgerRows(ctx, "15/10/2026")
-	assert.ErrorIs(t, err, capacity.ErrInvalidLedgerEntry)
+	assert.ErrorIs(t, err, ledger.ErrInvalidEntry)
 	assert.Empty(t, mustRows(t, l, ""), "nothing refused was recorded")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 )
 
 // advice is one (scope, kind) of `tollgate advise`, its -json line. Token
@@ -133,8 +134,8 @@ func advise(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // adviceOf sums up what kind learned on sc.
-func adviceOf(sc capacity.Scope, kind string, l capacity.Learned) advice {
-	q := func(h capacity.Histogram, p float64) float64 {
+func adviceOf(sc capacity.Scope, kind string, l learn.Learned) advice {
+	q := func(h learn.Histogram, p float64) float64 {
 		v, _ := h.Quantile(p)
 		return math.Ceil(v)
 	}

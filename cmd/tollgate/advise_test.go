@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -25,10 +26,10 @@ func TestAdviseShowsWhatWasLearned(t *testing.T) {
 		if i%1000 == 999 {
 			out = 410
 		}
-		require.NoError(t, store.Learn(ctx, oa, "Summarize", capacity.Sample{OutputTokens: out, MaxTokens: 8192, InputTokens: 1000}))
+		require.NoError(t, store.Learn(ctx, oa, "Summarize", learn.Sample{OutputTokens: out, MaxTokens: 8192, InputTokens: 1000}))
 	}
 	for range 30 {
-		require.NoError(t, store.Learn(ctx, an, "classify", capacity.Sample{OutputTokens: 16, MaxTokens: 1024, InputTokens: 1200, InputEstimate: 1000}))
+		require.NoError(t, store.Learn(ctx, an, "classify", learn.Sample{OutputTokens: 16, MaxTokens: 1024, InputTokens: 1200, InputEstimate: 1000}))
 	}
 
 	var out, errOut bytes.Buffer

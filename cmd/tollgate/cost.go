@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
 )
 
 // costLine is one ledger row of `tollgate cost`, its -json line: what the
@@ -24,7 +24,7 @@ type costLine struct {
 	WorkflowType string `json:"workflow_type"` // "" if unknown
 	Calls        int64  `json:"calls"`
 	Unpriced     int64  `json:"unpriced_calls"` // calls whose model had no price: cost 0
-	capacity.LedgerTokens
+	ledger.Tokens
 	Cost float64 `json:"cost"`
 }
 
@@ -68,7 +68,7 @@ func cost(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	if *day != "" && capacity.ValidateLedgerDay(*day) != nil {
+	if *day != "" && ledger.ValidateDay(*day) != nil {
 		fmt.Fprintf(stderr, "tollgate cost: -day %q is not a date laid out as YYYY-MM-DD\n", *day)
 		return errUsage
 	}
@@ -93,7 +93,7 @@ func cost(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		lines = append(lines, costLine{Day: r.Day, Scope: r.Scope.Key(), Provider: string(r.Scope.Provider), Tenant: r.Tenant,
-			WorkflowType: r.WorkflowType, Calls: r.Calls, Unpriced: r.Unpriced, LedgerTokens: r.LedgerTokens, Cost: r.Cost})
+			WorkflowType: r.WorkflowType, Calls: r.Calls, Unpriced: r.Unpriced, Tokens: r.Tokens, Cost: r.Cost})
 	}
 	if len(lines) == 0 {
 		return emptyLedger(rf, *day, *tenant, len(rows) > 0)
@@ -146,7 +146,7 @@ func printCost(w io.Writer, lines []costLine) error {
 			l.Calls, l.Unpriced, l.Input, l.CachedInput, l.Output, l.Cost)
 		total.Calls += l.Calls
 		total.Unpriced += l.Unpriced
-		total.LedgerTokens = total.LedgerTokens.Add(l.LedgerTokens)
+		total.Tokens = total.Tokens.Add(l.Tokens)
 		total.Cost += l.Cost
 	}
 	fmt.Fprintf(tw, "total\t\t\t\t%d\t%d\t%d\t%d\t%d\t%.6f\n", total.Calls, total.Unpriced, total.Input, total.CachedInput, total.Output, total.Cost)

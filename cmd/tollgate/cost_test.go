@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
+	"github.com/tollgate-dev/tollgate/capacity/spend"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 	ab "github.com/tollgate-dev/tollgate/samples/assistant-batch"
 	"github.com/tollgate-dev/tollgate/testsuite/devserver"
@@ -38,24 +40,24 @@ func TestCostShowsTheLedger(t *testing.T) {
 	ctx := context.Background()
 	oa := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}
 	an := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a"}
-	today, _ := capacity.LedgerDay(time.Now(), capacity.DayBoundary{})
-	record := func(lease, day string, sc capacity.Scope, tenant, wf string, tok capacity.LedgerTokens, cost float64) {
-		_, err := store.Record(ctx, capacity.LedgerEntry{Lease: lease, Day: day, Scope: sc, Tenant: tenant, WorkflowType: wf, Tokens: tok, Cost: cost, Unpriced: cost == 0})
+	today, _ := ledger.Day(time.Now(), capacity.DayBoundary{})
+	record := func(lease, day string, sc capacity.Scope, tenant, wf string, tok ledger.Tokens, cost float64) {
+		_, err := store.Record(ctx, ledger.Entry{Lease: lease, Day: day, Scope: sc, Tenant: tenant, WorkflowType: wf, Tokens: tok, Cost: cost, Unpriced: cost == 0})
 		require.NoError(t, err)
 	}
-	record("a#1", today, oa, "acme", "Assistant", capacity.LedgerTokens{Input: 800, CachedInput: 200, Output: 100}, 0.0035)
-	record("b#1", today, oa, "acme", "Assistant", capacity.LedgerTokens{Input: 1000, Output: 50}, 0.003)
-	record("c#1", today, an, "", "Batch", capacity.LedgerTokens{Input: 10, CachedInput: 5000, Output: 7}, 0)
-	record("d#1", "2026-01-02", oa, "globex", "Batch", capacity.LedgerTokens{Input: 1, Output: 1}, 0.25)
+	record("a#1", today, oa, "acme", "Assistant", ledger.Tokens{Input: 800, CachedInput: 200, Output: 100}, 0.0035)
+	record("b#1", today, oa, "acme", "Assistant", ledger.Tokens{Input: 1000, Output: 50}, 0.003)
+	record("c#1", today, an, "", "Batch", ledger.Tokens{Input: 10, CachedInput: 5000, Output: 7}, 0)
+	record("d#1", "2026-01-02", oa, "globex", "Batch", ledger.Tokens{Input: 1, Output: 1}, 0.25)
 	addr := testenv.RedisAddr()
 
 	lines := costLines(t, "-redis", addr, "-prefix", prefix)
 	require.Len(t, lines, 3)
 	old, acme, none := lines[0], lines[2], lines[1] // by day, then scope key: anthropic first
 	assert.Equal(t, costLine{Day: "2026-01-02", Scope: "openai/gpt-4o/team-a", Provider: "openai", Tenant: "globex", WorkflowType: "Batch",
-		Calls: 1, LedgerTokens: capacity.LedgerTokens{Input: 1, Output: 1}, Cost: 0.25}, old)
+		Calls: 1, Tokens: ledger.Tokens{Input: 1, Output: 1}, Cost: 0.25}, old)
 	assert.Equal(t, costLine{Day: today, Scope: "openai/gpt-4o/team-a", Provider: "openai", Tenant: "acme", WorkflowType: "Assistant",
-		Calls: 2, LedgerTokens: capacity.LedgerTokens{Input: 1800, CachedInput: 200, Output: 150}}, withoutCost(acme))
+		Calls: 2, Tokens: ledger.Tokens{Input: 1800, CachedInput: 200, Output: 150}}, withoutCost(acme))
 	assert.InDelta(t, 0.0065, acme.Cost, 1e-12)
 	assert.Equal(t, "anthropic/claude-sonnet-4-5/team-a", none.Scope)
 	assert.Equal(t, int64(1), none.Unpriced)
@@ -84,7 +86,7 @@ func TestCostRefusesWhatItCannotDo(t *testing.T) {
 	_, emptyPrefix := freshStore(t)
 	addr := testenv.RedisAddr()
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}
-	_, err := store.Record(context.Background(), capacity.LedgerEntry{Lease: "a#1", Day: "2026-10-15", Scope: sc, Tenant: "acme", Cost: 1})
+	_, err := store.Record(context.Background(), ledger.Entry{Lease: "a#1", Day: "2026-10-15", Scope: sc, Tenant: "acme", Cost: 1})
 	require.NoError(t, err)
 	for _, tt := range []struct {
 		name   string
@@ -139,7 +141,7 @@ func TestCostAfterTheDemo(t *testing.T) {
 		s := perScope[l.Scope]
 		s.Calls += l.Calls
 		s.Unpriced += l.Unpriced
-		s.LedgerTokens = s.LedgerTokens.Add(l.LedgerTokens)
+		s.Tokens = s.Tokens.Add(l.Tokens)
 		s.Cost += l.Cost
 		perScope[l.Scope] = s
 		workflows[l.WorkflowType] += l.Calls
@@ -152,7 +154,7 @@ func TestCostAfterTheDemo(t *testing.T) {
 	assert.Equal(t, int64(60+r.Answered), got.Calls, "one call per document and question")
 	assert.Zero(t, got.Unpriced)
 	assert.Equal(t, map[string]int64{"BatchClassifyWorkflow": 60, "AssistantWorkflow": int64(r.Answered)}, workflows)
-	price := ab.Prices[capacity.PriceKey(capacity.OpenAI, ab.Model)]
+	price := ab.Prices[spend.PriceKey(capacity.OpenAI, ab.Model)]
 	want := (float64(got.Input)*price.Input + float64(got.CachedInput)*price.CachedInput + float64(got.Output)*price.Output) / 1e6
 	assert.InDelta(t, want, got.Cost, 1e-9, "priced at the sample's prices")
 	assert.True(t, r.LedgerMatches())

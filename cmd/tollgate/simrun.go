@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // simConfig is a simulation: a workload against a scope's limits, classes
@@ -198,7 +200,7 @@ type simCallState struct {
 // simulated provider that meters the limits themselves, and measures waits,
 // utilization and what the provider had left. It is deterministic.
 func runSimulation(c simConfig) (simReport, error) {
-	profile, ok := capacity.ProfileFor(c.Provider)
+	profile, ok := accounting.ProfileFor(c.Provider)
 	if !ok {
 		return simReport{}, fmt.Errorf("unknown provider %q (openai, anthropic, gemini)", c.Provider)
 	}
@@ -218,7 +220,7 @@ func runSimulation(c simConfig) (simReport, error) {
 	if err := c.Limits.Validate(); err != nil {
 		return simReport{}, err
 	}
-	c.Limits = capacity.ProfileDayReset(c.Limits, profile)
+	c.Limits = accounting.ProfileDayReset(c.Limits, profile)
 	classes, userClasses, err := simClasses(c)
 	if err != nil {
 		return simReport{}, err
@@ -234,7 +236,7 @@ func runSimulation(c simConfig) (simReport, error) {
 	store := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock, TicketGrace: 24 * time.Hour})
 	scope := capacity.Scope{Provider: c.Provider, LimitGroup: "simulated", Credential: "simulated"}
 	prov := newSimProvider(c.Limits, c.ProviderWindow, simStart)
-	_, settlesOutput := profile.(capacity.OutputSettler)
+	_, settlesOutput := profile.(accounting.OutputSettler)
 
 	r := simReport{Provider: string(c.Provider), Limits: map[string]int64{}, SafetyMargin: c.Limits.SafetyMargin, Burst: seconds(c.Limits.Burst)}
 	if r.SafetyMargin == 0 {
@@ -396,11 +398,11 @@ func runSimulation(c simConfig) (simReport, error) {
 			if st.call.MaxTokens > 0 {
 				usage.OutputTokens = min(st.call.Output, st.call.MaxTokens) // no call outputs past its max_tokens
 			}
-			st.final = profile.Settle(st.demand, res.Lease.Charges, capacity.Completed, usage)
+			st.final = profile.Settle(st.demand, res.Lease.Charges, accounting.Completed, usage)
 			wait, ok := prov.dispatch(now, st.final, settlesOutput)
 			if !ok { // a 429: every worker pauses the scope for the provider's wait
 				r.RateLimited++
-				rejected := profile.Settle(st.demand, res.Lease.Charges, capacity.Rejected, capacity.Usage{})
+				rejected := profile.Settle(st.demand, res.Lease.Charges, accounting.Rejected, capacity.Usage{})
 				if err := store.Settle(ctx, res.Lease, rejected); err != nil {
 					return r, err
 				}
@@ -495,7 +497,7 @@ func runSimulation(c simConfig) (simReport, error) {
 
 // simRetry is how long after now a denied call asks again, as the gate's
 // does: at the RetryAt of a block or a key's share; a call holding a ticket
-// halfway through a wait longer than 2 × capacity.TicketRecheck (the store
+// halfway through a wait longer than 2 × tuning.TicketRecheck (the store
 // moves tickets earlier when capacity comes back: a refund, a higher
 // report), else at its time; one waiting for an in-flight slot within a
 // second.
@@ -504,8 +506,8 @@ func simRetry(res capacity.Reservation, now time.Time) time.Duration {
 	switch {
 	case res.Reason == capacity.DenyCapacity && res.Binding == capacity.InFlight:
 		wait = min(wait, time.Second)
-	case res.Booked && wait > 2*capacity.TicketRecheck:
-		wait = max(wait/2, capacity.TicketRecheck)
+	case res.Booked && wait > 2*tuning.TicketRecheck:
+		wait = max(wait/2, tuning.TicketRecheck)
 	}
 	return max(wait, time.Millisecond)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 )
 
 const simulateUsage = `usage: tollgate simulate [flags]
@@ -178,7 +179,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 func (f *simFlags) simConfig() (simConfig, error) {
 	c := f.c
 	c.Provider = capacity.Provider(f.provider)
-	if _, ok := capacity.ProfileFor(c.Provider); !ok {
+	if _, ok := accounting.ProfileFor(c.Provider); !ok {
 		return c, fmt.Errorf("unknown provider %q (openai, anthropic, gemini)", f.provider)
 	}
 	if len(f.classes) > 0 {

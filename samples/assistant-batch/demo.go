@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/activities"
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
 	"github.com/tollgate-dev/tollgate/interceptor"
 	"github.com/tollgate-dev/tollgate/testsuite"
 )
@@ -24,8 +25,9 @@ type DemoOptions struct {
 	Questions int           // questions the assistant is asked, from the batch's start
 	Every     time.Duration // between questions
 	NoFloors  bool          // run without class floors, to compare
-	// Store holds the shared budget and, being a capacity.Ledger (both
-	// stores are), the cost ledger of the run. If nil, a memory store.
+	// Store holds the shared budget and, if it is a ledger.Ledger (the
+	// Redis store is), the cost ledger of the run. If nil, a memory store
+	// and a memory ledger.
 	Store capacity.Store
 }
 
@@ -40,10 +42,10 @@ type DemoReport struct {
 	Provider429s           int
 	// ProviderTokens is the fake provider's own record of what it answered
 	// (every prompt token, cached or not, in Input; CachedInput is zero).
-	ProviderTokens capacity.LedgerTokens
+	ProviderTokens ledger.Tokens
 	// Ledger is the cost ledger's rows after the run: every day the store
 	// holds (a fresh store holds only the run's).
-	Ledger []capacity.LedgerRow
+	Ledger []ledger.Row
 	// Timeline is the budget and the calls over time, for WriteHTML.
 	Timeline Timeline
 }
@@ -68,15 +70,15 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 		limits.BulkFloor, limits.StandardFloor, limits.AgingAfter = 0, 0, 0
 	}
 	store := o.Store
+	costs, _ := store.(ledger.Ledger)
 	if store == nil {
-		store = capacity.NewMemoryStore(capacity.MemoryOptions{})
+		store, costs = capacity.NewMemoryStore(capacity.MemoryOptions{}), ledger.NewMemory(nil)
 	}
-	ledger, _ := store.(capacity.Ledger)
 	rec := newRecorder(store, demoScope)
 	plugin, err := interceptor.NewPlugin(interceptor.Options{
 		Store:  store,
 		Limits: func(capacity.Scope) (capacity.Limits, bool) { return limits, true },
-		Ledger: ledger,
+		Ledger: costs,
 		Prices: Prices,
 	})
 	if err != nil {
@@ -185,10 +187,10 @@ func RunDemo(ctx context.Context, c client.Client, o DemoOptions, out io.Writer)
 		r.Provider429s += n
 	}
 	for _, e := range fp.ScopeEntries(fpScope) {
-		r.ProviderTokens = r.ProviderTokens.Add(capacity.LedgerTokens{Input: e.Usage.InputTokens, Output: e.Usage.OutputTokens})
+		r.ProviderTokens = r.ProviderTokens.Add(ledger.Tokens{Input: e.Usage.InputTokens, Output: e.Usage.OutputTokens})
 	}
-	if ledger != nil {
-		if r.Ledger, err = ledger.LedgerRows(ctx, ""); err != nil {
+	if costs != nil {
+		if r.Ledger, err = costs.LedgerRows(ctx, ""); err != nil {
 			return r, fmt.Errorf("reading the cost ledger: %w", err)
 		}
 	}
@@ -206,11 +208,11 @@ func (r DemoReport) Print(w io.Writer, o DemoOptions) {
 	fmt.Fprintf(w, "  assistant       %d answered; latency p50 %v, p95 %v, max %v\n", r.Answered, r.LatencyP50.Round(time.Millisecond), r.LatencyP95.Round(time.Millisecond), r.LatencyMax.Round(time.Millisecond))
 	fmt.Fprintf(w, "  provider        %d requests, %d answered 429\n", r.ProviderRequests, r.Provider429s)
 	var calls int64
-	var tokens capacity.LedgerTokens
+	var tokens ledger.Tokens
 	var cost float64
 	for _, row := range r.Ledger {
 		calls += row.Calls
-		tokens = tokens.Add(row.LedgerTokens)
+		tokens = tokens.Add(row.Tokens)
 		cost += row.Cost
 	}
 	match := "matches the provider's record"
@@ -224,9 +226,9 @@ func (r DemoReport) Print(w io.Writer, o DemoOptions) {
 // LedgerMatches reports whether the cost ledger holds exactly the tokens
 // the fake provider recorded: prompt (cached or not) and output.
 func (r DemoReport) LedgerMatches() bool {
-	var t capacity.LedgerTokens
+	var t ledger.Tokens
 	for _, row := range r.Ledger {
-		t = t.Add(row.LedgerTokens)
+		t = t.Add(row.Tokens)
 	}
 	return t.Input+t.CachedInput == r.ProviderTokens.Input && t.Output == r.ProviderTokens.Output
 }

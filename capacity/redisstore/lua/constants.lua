@@ -25,19 +25,19 @@ local DIMENSIONS = {"requests", "input_tokens", "output_tokens", "tokens", "requ
 local NCLASSES = 3
 -- class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)
 local NRANKS = 8
--- capacity.MaxIdleFlows
+-- tuning.MaxIdleFlows
 local MAX_IDLE_FLOWS = 1024
--- capacity.RetimeMove
+-- tuning.RetimeMove
 local RETIME_MOVE = 0.01
--- capacity.GatherSpacing (µs)
+-- tuning.GatherSpacing (µs)
 local GATHER_SPACING = 1000
--- capacity.ReorderWindow (µs)
+-- tuning.ReorderWindow (µs)
 local REORDER_WINDOW = 250000
 -- capacity.MaxFairStart (µs)
 local MAX_FAIR_START = 5000000
--- capacity.VirtualLogStep (µs)
+-- tuning.VirtualLogStep (µs)
 local VIRTUAL_LOG_STEP = 250000
--- capacity.VirtualLogLength
+-- tuning.VirtualLogLength
 local VIRTUAL_LOG_LENGTH = 16
 -- absorbs float error when a refilled level meets a charge (capacity's epsilon)
 local EPSILON = 1e-06
@@ -47,25 +47,25 @@ local DEFAULT_MARGIN = 0.95
 local DEFAULT_BURST = 5
 -- every key outlives the moment it stops mattering by this much (µs)
 local SLACK = 1000000
--- capacity.LoweredLimitMemory (µs)
+-- tuning.LoweredLimitMemory (µs)
 local LOWERED_LIMIT_MEMORY = 600000000
--- capacity.MinReportedFraction
+-- tuning.MinReportedFraction
 local MIN_REPORTED_FRACTION = 0.1
 -- HalfOpenMemory (µs)
 local HALF_OPEN_MEMORY = 86400000000
 -- capacity.MaxBlock (µs): the longest a block lasts
 local MAX_BLOCK = 2678400000000
--- capacity.LapsedLeaseMemory (µs)
+-- tuning.LapsedLeaseMemory (µs)
 local LAPSED_LEASE_MEMORY = 600000000
--- capacity.AnnounceMove (µs)
+-- tuning.AnnounceMove (µs)
 local ANNOUNCE_MOVE = 10000
--- capacity.OverdueTicket (µs)
+-- tuning.OverdueTicket (µs)
 local OVERDUE_TICKET = 100000
--- capacity.CooldownCut: a 429's cut of the rate
+-- tuning.CooldownCut: a 429's cut of the rate
 local COOLDOWN_CUT = 0.7
--- capacity.RateRecovery: the rate's recovery a second
+-- tuning.RateRecovery: the rate's recovery a second
 local RATE_RECOVERY = 0.01
--- capacity.MinRateFactor
+-- tuning.MinRateFactor
 local MIN_RATE_FACTOR = 0.25
 -- capacity.Cooldown (a BlockReason)
 local COOLDOWN = 1

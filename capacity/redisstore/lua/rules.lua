@@ -459,7 +459,7 @@ local function retime()
       local at = NOW + w
       if tk.key ~= '' and S.fair_start_until ~= 0 and at <= S.fair_start_until then
         -- Released together, gathered calls are due in their fair order,
-        -- GATHER_SPACING apart (capacity.GatherSpacing).
+        -- GATHER_SPACING apart (tuning.GatherSpacing).
         at = S.fair_start_until + gathered * GATHER_SPACING
         gathered = gathered + 1
       end

@@ -1,10 +1,12 @@
-package capacity
+package spend
 
 import (
 	"errors"
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/capacity"
 )
 
 // Price is what a model costs per million tokens, in one currency unit of
@@ -25,7 +27,7 @@ type Price struct {
 }
 
 // Cost returns what usage u costs at p.
-func (p Price) Cost(u Usage) float64 {
+func (p Price) Cost(u capacity.Usage) float64 {
 	write := p.CacheWrite
 	if write == 0 {
 		write = p.Input
@@ -38,7 +40,7 @@ func (p Price) Cost(u Usage) float64 {
 // its estimated prompt at the input and cached input prices and its whole
 // max_tokens (or its OutputTokens, if larger) at the output price. A demand
 // without max_tokens or OutputTokens prices no output.
-func (p Price) WorstCase(d Demand) float64 {
+func (p Price) WorstCase(d capacity.Demand) float64 {
 	out := max(d.MaxTokens, d.OutputTokens, 0)
 	return (float64(max(d.InputTokens, 0))*p.Input + float64(max(d.CachedInputTokens, 0))*p.CachedInput + float64(out)*p.Output) / 1e6
 }
@@ -64,10 +66,10 @@ type Prices map[string]Price
 
 // ErrInvalidPrices is returned (wrapped) for a price table that cannot be
 // used.
-var ErrInvalidPrices = errors.New("capacity: invalid prices")
+var ErrInvalidPrices = errors.New("spend: invalid prices")
 
 // PriceKey returns the key of provider's model in Prices.
-func PriceKey(provider Provider, model string) string { return string(provider) + "/" + model }
+func PriceKey(provider capacity.Provider, model string) string { return string(provider) + "/" + model }
 
 // Validate reports the first entry of p whose key is not provider/model or
 // whose price is not valid.
@@ -86,7 +88,7 @@ func (p Prices) Validate() error {
 
 // Lookup returns the price of provider's model, else of its limit group;
 // false if p has neither.
-func (p Prices) Lookup(provider Provider, model, group string) (Price, bool) {
+func (p Prices) Lookup(provider capacity.Provider, model, group string) (Price, bool) {
 	if pr, ok := p[PriceKey(provider, model)]; ok {
 		return pr, true
 	}

@@ -1,4 +1,4 @@
-package capacity_test
+package learn_test
 
 import (
 	"math"
@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/learn"
 )
 
 // histogramOf returns a histogram of vs.
-func histogramOf(t *testing.T, vs ...float64) capacity.Histogram {
+func histogramOf(t *testing.T, vs ...float64) learn.Histogram {
 	t.Helper()
-	var h capacity.Histogram
+	var h learn.Histogram
 	for _, v := range vs {
 		require.NoError(t, h.Add(v))
 	}
@@ -71,7 +72,7 @@ func TestHistogramCountSumMean(t *testing.T) {
 	assert.InDelta(t, 3, h.Count(), 0)
 	assert.InDelta(t, 60, h.Sum(), 0)
 	assert.InDelta(t, 20, h.Mean(), 0)
-	var empty capacity.Histogram
+	var empty learn.Histogram
 	assert.Zero(t, empty.Mean())
 	_, ok := empty.Quantile(0.5)
 	assert.False(t, ok, "no quantile of nothing")
@@ -87,10 +88,10 @@ func TestHistogramDecay(t *testing.T) {
 		{"below the cap", 10, 10, 10},
 		{"past the cap halves", 10, 11, 5.5},
 		{"halves again", 10, 16, (5.5 + 5) / 2}, // the 16th add makes 10.5
-		{"default cap", 0, capacity.DefaultHistogramCap + 1, (capacity.DefaultHistogramCap + 1) / 2.0},
+		{"default cap", 0, learn.DefaultCap + 1, (learn.DefaultCap + 1) / 2.0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := capacity.Histogram{Cap: tc.cap}
+			h := learn.Histogram{Cap: tc.cap}
 			for range tc.adds {
 				require.NoError(t, h.Add(7))
 			}
@@ -101,7 +102,7 @@ func TestHistogramDecay(t *testing.T) {
 }
 
 func TestHistogramFollowsAChange(t *testing.T) {
-	h := capacity.Histogram{Cap: 100}
+	h := learn.Histogram{Cap: 100}
 	for range 100 {
 		require.NoError(t, h.Add(1000))
 	}
@@ -133,52 +134,52 @@ func TestHistogramBounds(t *testing.T) {
 		v    float64
 		want int
 	}{
-		{0, capacity.MinHistogramBucket},
-		{math.SmallestNonzeroFloat64, capacity.MinHistogramBucket},
+		{0, learn.MinBucket},
+		{math.SmallestNonzeroFloat64, learn.MinBucket},
 		{1, 0},
 		{2, 8},
 		{2.0000001, 9},
-		{1e300, capacity.MaxHistogramBucket},
-		{math.MaxFloat64, capacity.MaxHistogramBucket},
+		{1e300, learn.MaxBucket},
+		{math.MaxFloat64, learn.MaxBucket},
 	} {
-		got, err := capacity.HistogramBucketOf(tc.v)
+		got, err := learn.BucketOf(tc.v)
 		require.NoError(t, err, tc.v)
 		assert.Equal(t, tc.want, got, "bucket of %v", tc.v)
 	}
-	assert.True(t, math.IsInf(capacity.HistogramBucketUpper(capacity.MaxHistogramBucket), 1))
+	assert.True(t, math.IsInf(learn.BucketUpper(learn.MaxBucket), 1))
 	h := histogramOf(t, math.MaxFloat64)
 	v, ok := h.Quantile(1)
 	assert.True(t, ok)
 	assert.True(t, math.IsInf(v, 1), "above the highest edge: unbounded")
 	// Every edge is in its own bucket, and just above it in the next.
-	for i := capacity.MinHistogramBucket; i < capacity.MaxHistogramBucket; i++ {
-		up := capacity.HistogramBucketUpper(i)
-		got, err := capacity.HistogramBucketOf(up)
+	for i := learn.MinBucket; i < learn.MaxBucket; i++ {
+		up := learn.BucketUpper(i)
+		got, err := learn.BucketOf(up)
 		require.NoError(t, err)
 		require.Equal(t, i, got, "edge of bucket %d", i)
-		got, err = capacity.HistogramBucketOf(math.Nextafter(up, math.Inf(1)))
+		got, err = learn.BucketOf(math.Nextafter(up, math.Inf(1)))
 		require.NoError(t, err)
 		require.Equal(t, i+1, got, "just above bucket %d", i)
 	}
 }
 
 func TestHistogramRefusesBadInput(t *testing.T) {
-	var h capacity.Histogram
+	var h learn.Histogram
 	for _, v := range []float64{-1, math.NaN(), math.Inf(1), math.Inf(-1)} {
-		assert.ErrorIs(t, h.Add(v), capacity.ErrBadSample, "%v", v)
+		assert.ErrorIs(t, h.Add(v), learn.ErrBadSample, "%v", v)
 	}
 	for _, tc := range []struct {
 		i      int
 		n, sum float64
 	}{
-		{capacity.MinHistogramBucket - 1, 1, 0},
-		{capacity.MaxHistogramBucket + 1, 1, 0},
+		{learn.MinBucket - 1, 1, 0},
+		{learn.MaxBucket + 1, 1, 0},
 		{0, -1, 0},
 		{0, math.NaN(), 0},
 		{0, 1, math.Inf(1)},
 		{0, 1, -5},
 	} {
-		assert.ErrorIs(t, h.AddBucket(tc.i, tc.n, tc.sum), capacity.ErrBadSample, "%+v", tc)
+		assert.ErrorIs(t, h.AddBucket(tc.i, tc.n, tc.sum), learn.ErrBadSample, "%+v", tc)
 	}
 	assert.Zero(t, h.Count(), "nothing bad was recorded")
 	assert.Zero(t, h.Sum())
@@ -212,7 +213,7 @@ func TestCalibrateInput(t *testing.T) {
 		{"zero ratio leaves it", 1000, 0, 1000},
 		{"no estimate", 0, 1.5, 0},
 	} {
-		assert.Equal(t, tc.want, capacity.CalibrateInput(tc.estimate, tc.ratio), tc.name)
+		assert.Equal(t, tc.want, learn.CalibrateInput(tc.estimate, tc.ratio), tc.name)
 	}
 }
 

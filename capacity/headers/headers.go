@@ -1,4 +1,4 @@
-package capacity
+package headers
 
 import (
 	"net/http"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
 )
 
 // headerName is a response header looked up without allocating: by its
@@ -30,7 +32,7 @@ func (n headerName) get(h http.Header) string {
 // dimensionHeaders names the limit, remaining and reset headers of one
 // dimension.
 type dimensionHeaders struct {
-	dim                     Dimension
+	dim                     capacity.Dimension
 	limit, remaining, reset headerName
 }
 
@@ -42,20 +44,20 @@ var (
 	// openAIHeaders are x-ratelimit-{limit,remaining,reset}-{requests,tokens};
 	// resets are durations ("6m0s").
 	openAIHeaders = []dimensionHeaders{
-		openAIDimension(Requests, "requests"),
-		openAIDimension(Tokens, "tokens"),
+		openAIDimension(capacity.Requests, "requests"),
+		openAIDimension(capacity.Tokens, "tokens"),
 	}
 	// anthropicHeaders are anthropic-ratelimit-<dim>-{limit,remaining,reset};
 	// resets are RFC 3339 timestamps.
 	anthropicHeaders = []dimensionHeaders{
-		anthropicDimension(Requests, "requests"),
-		anthropicDimension(Tokens, "tokens"),
-		anthropicDimension(InputTokens, "input-tokens"),
-		anthropicDimension(OutputTokens, "output-tokens"),
+		anthropicDimension(capacity.Requests, "requests"),
+		anthropicDimension(capacity.Tokens, "tokens"),
+		anthropicDimension(capacity.InputTokens, "input-tokens"),
+		anthropicDimension(capacity.OutputTokens, "output-tokens"),
 	}
 )
 
-func openAIDimension(d Dimension, name string) dimensionHeaders {
+func openAIDimension(d capacity.Dimension, name string) dimensionHeaders {
 	return dimensionHeaders{
 		dim:       d,
 		limit:     newHeaderName("x-ratelimit-limit-" + name),
@@ -64,7 +66,7 @@ func openAIDimension(d Dimension, name string) dimensionHeaders {
 	}
 }
 
-func anthropicDimension(d Dimension, name string) dimensionHeaders {
+func anthropicDimension(d capacity.Dimension, name string) dimensionHeaders {
 	return dimensionHeaders{
 		dim:       d,
 		limit:     newHeaderName("anthropic-ratelimit-" + name + "-limit"),
@@ -73,7 +75,7 @@ func anthropicDimension(d Dimension, name string) dimensionHeaders {
 	}
 }
 
-// ParseHeaders reads what one response's headers say about the budgets of a
+// Parse reads what one response's headers say about the budgets of a
 // scope of provider p, as of the response's date header (now if absent).
 //
 // OpenAI's x-ratelimit-* headers fill Requests and Tokens (OpenAI states
@@ -84,34 +86,34 @@ func anthropicDimension(d Dimension, name string) dimensionHeaders {
 // in front of a provider send other forms under the same names; times are
 // read relative to the date header. A provider tollgate does not know is read with both
 // families, as OpenAI-compatible services use OpenAI's. RetryAfter comes from
-// ParseRetryAfter.
+// RetryAfter.
 //
 // Every field is parsed on its own: a value that does not parse, a negative
 // remaining, a limit that is not positive, or a reset that is not in the
-// future is left out (its Has flag is false), never guessed. ParseHeaders
+// future is left out (its Has flag is false), never guessed. Parse
 // never panics and does not allocate on well-formed headers.
-func ParseHeaders(p Provider, h http.Header, now time.Time) Observation {
-	obs := Observation{Provider: p}
+func Parse(p capacity.Provider, h http.Header, now time.Time) capacity.Observation {
+	obs := capacity.Observation{Provider: p}
 	ref := now
 	if d, ok := parseDate(h); ok {
 		obs.Date = d
 		ref = d
 	}
 	switch p {
-	case OpenAI:
+	case capacity.OpenAI:
 		parseDimensions(&obs, h, ref, openAIHeaders)
-	case Anthropic:
+	case capacity.Anthropic:
 		parseDimensions(&obs, h, ref, anthropicHeaders)
-	case Gemini:
+	case capacity.Gemini:
 	default:
 		parseDimensions(&obs, h, ref, openAIHeaders)
 		parseDimensions(&obs, h, ref, anthropicHeaders)
 	}
-	if p != OpenAI {
+	if p != capacity.OpenAI {
 		// Anthropic meters output as it is produced: its remaining output
 		// tokens, and its combined tokens, do not count the calls in flight
 		// (nor, for a provider tollgate does not know, are they assumed to).
-		for _, d := range []Dimension{OutputTokens, Tokens} {
+		for _, d := range []capacity.Dimension{capacity.OutputTokens, capacity.Tokens} {
 			obs.Dims[d].InFlightExcluded = obs.Dims[d].HasRemaining
 		}
 	}
@@ -121,7 +123,7 @@ func ParseHeaders(p Provider, h http.Header, now time.Time) Observation {
 	return obs
 }
 
-func parseDimensions(obs *Observation, h http.Header, ref time.Time, dims []dimensionHeaders) {
+func parseDimensions(obs *capacity.Observation, h http.Header, ref time.Time, dims []dimensionHeaders) {
 	for _, dh := range dims {
 		d := &obs.Dims[dh.dim]
 		if n, ok := parseCount(dh.limit.get(h)); ok && n > 0 {
@@ -174,12 +176,12 @@ func ResponseTime(h http.Header, now time.Time) time.Time {
 	return now
 }
 
-// ParseRetryAfter returns the wait a response asks for: retry-after-ms
+// RetryAfter returns the wait a response asks for: retry-after-ms
 // (milliseconds) if present and positive, else retry-after (seconds), each
 // in any form ParseReset reads, times relative to the response's date header
 // (now if absent). A zero, negative or unparseable value counts as absent:
 // ok is false.
-func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return retryAfter(h, ResponseTime(h, now))
 }
 

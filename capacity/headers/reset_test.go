@@ -1,4 +1,4 @@
-package capacity
+package headers
 
 import (
 	"math"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -77,23 +78,23 @@ func TestResetHeadersTakeEveryForm(t *testing.T) {
 			if f.Unit == "ms" {
 				retry = "retry-after-ms"
 			}
-			got, ok := ParseRetryAfter(toHeader(map[string]string{"date": date, retry: f.Value}), fixtureTime.Add(time.Hour))
+			got, ok := RetryAfter(toHeader(map[string]string{"date": date, retry: f.Value}), fixtureTime.Add(time.Hour))
 			require.True(t, ok, "%s: %q", retry, f.Value)
 			require.InDelta(t, want, float64(got), float64(time.Microsecond), "%s: %q", retry, f.Value)
 			if f.Unit != "s" {
 				return
 			}
 			for _, c := range []struct {
-				provider Provider
+				provider capacity.Provider
 				header   string
-				dim      Dimension
+				dim      capacity.Dimension
 			}{
-				{OpenAI, "x-ratelimit-reset-tokens", Tokens},
-				{"gateway", "x-ratelimit-reset-requests", Requests},
-				{Anthropic, "anthropic-ratelimit-output-tokens-reset", OutputTokens},
-				{"gateway", "anthropic-ratelimit-input-tokens-reset", InputTokens},
+				{capacity.OpenAI, "x-ratelimit-reset-tokens", capacity.Tokens},
+				{"gateway", "x-ratelimit-reset-requests", capacity.Requests},
+				{capacity.Anthropic, "anthropic-ratelimit-output-tokens-reset", capacity.OutputTokens},
+				{"gateway", "anthropic-ratelimit-input-tokens-reset", capacity.InputTokens},
 			} {
-				obs := ParseHeaders(c.provider, toHeader(map[string]string{"date": date, c.header: f.Value}), fixtureTime.Add(time.Hour))
+				obs := Parse(c.provider, toHeader(map[string]string{"date": date, c.header: f.Value}), fixtureTime.Add(time.Hour))
 				d := obs.Dims[c.dim]
 				require.True(t, d.HasReset, "%s %s: %q", c.provider, c.header, f.Value)
 				require.InDelta(t, want, float64(d.ResetIn), float64(time.Microsecond), "%s %s: %q", c.provider, c.header, f.Value)

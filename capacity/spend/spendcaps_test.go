@@ -1,16 +1,15 @@
-package capacity_test
+package spend_test
 
 import (
 	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/spend"
 )
 
 func TestSpendCaps(t *testing.T) {
-	c := capacity.SpendCaps{
+	c := spend.Caps{
 		Tenants:     map[string]float64{"acme": 5, "bigco": 0, "": 1},
 		Tenant:      2,
 		Connections: map[string]float64{"openai/team-a": 100, "openai/free": 0},
@@ -32,7 +31,7 @@ func TestSpendCaps(t *testing.T) {
 		assert.Equal(t, tt.capped, ok, tt.tenant)
 		assert.InDelta(t, tt.want, got, 0, tt.tenant)
 	}
-	_, ok := capacity.SpendCaps{Tenant: 2}.TenantCap("")
+	_, ok := spend.Caps{Tenant: 2}.TenantCap("")
 	assert.False(t, ok, "the default caps no call without a key")
 	for _, tt := range []struct {
 		cred   string
@@ -48,10 +47,10 @@ func TestSpendCaps(t *testing.T) {
 		assert.InDelta(t, tt.want, got, 0, tt.cred)
 	}
 
-	assert.True(t, capacity.SpendCaps{}.Empty())
-	assert.True(t, capacity.SpendCaps{Tenants: map[string]float64{"a": 0}}.Empty())
-	assert.False(t, capacity.SpendCaps{Connections: map[string]float64{"openai/x": 1}}.Empty())
-	for name, bad := range map[string]capacity.SpendCaps{
+	assert.True(t, spend.Caps{}.Empty())
+	assert.True(t, spend.Caps{Tenants: map[string]float64{"a": 0}}.Empty())
+	assert.False(t, spend.Caps{Connections: map[string]float64{"openai/x": 1}}.Empty())
+	for name, bad := range map[string]spend.Caps{
 		"negative default":      {Tenant: -1},
 		"NaN connection":        {Connection: math.NaN()},
 		"a tenant with a space": {Tenants: map[string]float64{"acme corp": 1}},
@@ -59,6 +58,6 @@ func TestSpendCaps(t *testing.T) {
 		"empty credential":      {Connections: map[string]float64{"": 1}},
 		"negative connection":   {Connections: map[string]float64{"openai/a": -2}},
 	} {
-		assert.ErrorIs(t, bad.Validate(), capacity.ErrInvalidSpendCaps, name)
+		assert.ErrorIs(t, bad.Validate(), spend.ErrInvalidCaps, name)
 	}
 }

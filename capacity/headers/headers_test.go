@@ -1,4 +1,4 @@
-package capacity
+package headers
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -17,7 +18,7 @@ var fixtureTime = time.Date(2026, 10, 15, 12, 0, 0, 0, time.UTC)
 
 type headerFixture struct {
 	Name     string                     `json:"name"`
-	Provider Provider                   `json:"provider"`
+	Provider capacity.Provider          `json:"provider"`
 	Status   int                        `json:"status"`
 	Headers  map[string]string          `json:"headers"`
 	Body     string                     `json:"body"`
@@ -51,17 +52,17 @@ func seconds(s float64) time.Duration {
 func TestParseHeadersFixtures(t *testing.T) {
 	for _, fc := range loadHeaderFixtures(t) {
 		t.Run(fc.Name, func(t *testing.T) {
-			obs := ParseHeaders(fc.Provider, toHeader(fc.Headers), fixtureTime)
+			obs := Parse(fc.Provider, toHeader(fc.Headers), fixtureTime)
 			require.Equal(t, fc.Provider, obs.Provider)
 			require.True(t, obs.Date.Equal(fixtureTime), "date %v", obs.Date)
 
-			want := [NumDimensions]DimensionObservation{}
+			want := [capacity.NumDimensions]capacity.DimensionObservation{}
 			dims := 0
 			for key, raw := range fc.Expect {
 				if key == "note" {
 					continue
 				}
-				dim, err := ParseDimension(key)
+				dim, err := capacity.ParseDimension(key)
 				require.NoError(t, err)
 				var e expectedDimension
 				require.NoError(t, json.Unmarshal(raw, &e))
@@ -91,104 +92,104 @@ func TestParseHeaders(t *testing.T) {
 	date := t0.Format(http.TimeFormat)
 	tests := []struct {
 		name     string
-		provider Provider
+		provider capacity.Provider
 		header   http.Header
 		now      time.Time
-		want     Observation
+		want     capacity.Observation
 	}{
 		{
 			name:     "lower-case keys built by hand",
-			provider: OpenAI,
+			provider: capacity.OpenAI,
 			header: http.Header{
 				"x-ratelimit-limit-requests":     {"60"},
 				"x-ratelimit-remaining-requests": {"0"},
 				"x-ratelimit-reset-requests":     {"1s"},
 			},
 			now: t0,
-			want: Observation{Provider: OpenAI, Dims: dims(Requests, DimensionObservation{
+			want: capacity.Observation{Provider: capacity.OpenAI, Dims: dims(capacity.Requests, capacity.DimensionObservation{
 				HasLimit: true, Limit: 60, HasRemaining: true, Remaining: 0, HasReset: true, ResetIn: time.Second,
 			})},
 		},
 		{
 			name:     "anthropic reset relative to date header, not to a skewed now",
-			provider: Anthropic,
+			provider: capacity.Anthropic,
 			header: toHeader(map[string]string{
 				"date":                                 date,
 				"anthropic-ratelimit-tokens-remaining": "10",
 				"anthropic-ratelimit-tokens-reset":     t0.Add(30 * time.Second).Format(time.RFC3339),
 			}),
 			now: t0.Add(5 * time.Minute),
-			want: Observation{Provider: Anthropic, Date: t0, Dims: dims(Tokens, DimensionObservation{
+			want: capacity.Observation{Provider: capacity.Anthropic, Date: t0, Dims: dims(capacity.Tokens, capacity.DimensionObservation{
 				HasRemaining: true, Remaining: 10, HasReset: true, ResetIn: 30 * time.Second,
-				InFlightExcluded: true, // Anthropic's combined tokens count output as it is produced
+				InFlightExcluded: true, // capacity.Anthropic's combined tokens count output as it is produced
 			})},
 		},
 		{
 			name:     "anthropic reset relative to now without date header",
-			provider: Anthropic,
+			provider: capacity.Anthropic,
 			header: toHeader(map[string]string{
 				"anthropic-ratelimit-requests-reset": t0.Add(1500 * time.Millisecond).Format(time.RFC3339Nano),
 			}),
 			now: t0,
-			want: Observation{Provider: Anthropic, Dims: dims(Requests, DimensionObservation{
+			want: capacity.Observation{Provider: capacity.Anthropic, Dims: dims(capacity.Requests, capacity.DimensionObservation{
 				HasReset: true, ResetIn: 1500 * time.Millisecond,
 			})},
 		},
 		{
 			name:     "anthropic reset in the past is absent",
-			provider: Anthropic,
+			provider: capacity.Anthropic,
 			header: toHeader(map[string]string{
 				"date":                               date,
 				"anthropic-ratelimit-requests-reset": t0.Add(-time.Second).Format(time.RFC3339),
 			}),
 			now:  t0,
-			want: Observation{Provider: Anthropic, Date: t0},
+			want: capacity.Observation{Provider: capacity.Anthropic, Date: t0},
 		},
 		{
 			name:     "openai zero reset and zero limit are absent",
-			provider: OpenAI,
+			provider: capacity.OpenAI,
 			header: toHeader(map[string]string{
 				"x-ratelimit-limit-tokens": "0",
 				"x-ratelimit-reset-tokens": "0s",
 			}),
 			now:  t0,
-			want: Observation{Provider: OpenAI},
+			want: capacity.Observation{Provider: capacity.OpenAI},
 		},
 		{
 			name:     "openai headers ignored for anthropic",
-			provider: Anthropic,
+			provider: capacity.Anthropic,
 			header:   toHeader(map[string]string{"x-ratelimit-remaining-tokens": "5"}),
 			now:      t0,
-			want:     Observation{Provider: Anthropic},
+			want:     capacity.Observation{Provider: capacity.Anthropic},
 		},
 		{
 			name:     "gemini: retry-after only",
-			provider: Gemini,
+			provider: capacity.Gemini,
 			header: toHeader(map[string]string{
 				"x-ratelimit-remaining-tokens": "5",
 				"retry-after":                  "7",
 			}),
 			now:  t0,
-			want: Observation{Provider: Gemini, RetryAfter: 7 * time.Second},
+			want: capacity.Observation{Provider: capacity.Gemini, RetryAfter: 7 * time.Second},
 		},
 		{
 			name:     "unknown provider reads both families",
-			provider: Provider("groq"),
+			provider: capacity.Provider("groq"),
 			header: toHeader(map[string]string{
 				"x-ratelimit-remaining-requests":          "3",
 				"anthropic-ratelimit-output-tokens-limit": "80000",
 			}),
 			now: t0,
-			want: func() Observation {
-				o := Observation{Provider: "groq"}
-				o.Dims[Requests] = DimensionObservation{HasRemaining: true, Remaining: 3}
-				o.Dims[OutputTokens] = DimensionObservation{HasLimit: true, Limit: 80000}
+			want: func() capacity.Observation {
+				o := capacity.Observation{Provider: "groq"}
+				o.Dims[capacity.Requests] = capacity.DimensionObservation{HasRemaining: true, Remaining: 3}
+				o.Dims[capacity.OutputTokens] = capacity.DimensionObservation{HasLimit: true, Limit: 80000}
 				return o
 			}(),
 		},
 		{
 			name:     "garbage never panics",
-			provider: OpenAI,
+			provider: capacity.OpenAI,
 			header: toHeader(map[string]string{
 				"date":                           "yesterday",
 				"x-ratelimit-limit-requests":     "1e3",
@@ -200,18 +201,18 @@ func TestParseHeaders(t *testing.T) {
 				"retry-after-ms":                 "Inf",
 			}),
 			now:  t0,
-			want: Observation{Provider: OpenAI},
+			want: capacity.Observation{Provider: capacity.OpenAI},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, ParseHeaders(tt.provider, tt.header, tt.now))
+			require.Equal(t, tt.want, Parse(tt.provider, tt.header, tt.now))
 		})
 	}
 }
 
-func dims(d Dimension, o DimensionObservation) [NumDimensions]DimensionObservation {
-	var a [NumDimensions]DimensionObservation
+func dims(d capacity.Dimension, o capacity.DimensionObservation) [capacity.NumDimensions]capacity.DimensionObservation {
+	var a [capacity.NumDimensions]capacity.DimensionObservation
 	a[d] = o
 	return a
 }
@@ -255,7 +256,7 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ParseRetryAfter(toHeader(tt.header), tt.now)
+			got, ok := RetryAfter(toHeader(tt.header), tt.now)
 			require.Equal(t, tt.wantOK, ok)
 			require.Equal(t, tt.want, got)
 		})
@@ -303,7 +304,7 @@ func TestParseHeadersDoesNotAllocate(t *testing.T) {
 	for _, fc := range loadHeaderFixtures(t) {
 		h := toHeader(fc.Headers)
 		allocs := testing.AllocsPerRun(100, func() {
-			_ = ParseHeaders(fc.Provider, h, fixtureTime)
+			_ = Parse(fc.Provider, h, fixtureTime)
 		})
 		if fc.Name == "malformed-headers" {
 			continue // rejected values may allocate their parse errors
@@ -318,7 +319,7 @@ func BenchmarkParseHeaders(b *testing.B) {
 		b.Run(fc.Name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = ParseHeaders(fc.Provider, h, fixtureTime)
+				_ = Parse(fc.Provider, h, fixtureTime)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package capacity_test
+package ledger_test
 
 import (
 	"testing"
@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/ledger"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 )
 
-func TestMemoryStoreLedger(t *testing.T) {
-	storetest.RunLedger(t, func(t *testing.T, clock capacity.Clock) capacity.Ledger {
-		return capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+func TestMemory(t *testing.T) {
+	storetest.RunLedger(t, func(t *testing.T, clock capacity.Clock) ledger.Ledger {
+		return ledger.NewMemory(clock)
 	})
 }
 
@@ -47,15 +48,15 @@ func TestLedgerDay(t *testing.T) {
 		{"year end", "2026-12-31T23:00:00Z", capacity.DayBoundary{}, "2026-12-31", "2027-01-01T00:00:00Z"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			day, end := capacity.LedgerDay(utc(tt.at), tt.b)
+			day, end := ledger.Day(utc(tt.at), tt.b)
 			assert.Equal(t, tt.day, day)
 			assert.True(t, end.Equal(utc(tt.resetAt)), "end %v", end.UTC())
-			assert.NoError(t, capacity.ValidateLedgerDay(day))
+			assert.NoError(t, ledger.ValidateDay(day))
 		})
 	}
 }
 
 func TestLedgerTokensOf(t *testing.T) {
 	u := capacity.Usage{InputTokens: 100, CacheReadInputTokens: 900, CacheCreationInputTokens: 50, OutputTokens: 30, ExtraReasoningTokens: 12}
-	assert.Equal(t, capacity.LedgerTokens{Input: 150, CachedInput: 900, Output: 42}, capacity.LedgerTokensOf(u))
+	assert.Equal(t, ledger.Tokens{Input: 150, CachedInput: 900, Output: 42}, ledger.TokensOf(u))
 }

@@ -1,23 +1,25 @@
-package capacity
+package spend
 
 import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tollgate-dev/tollgate/capacity"
 )
 
-// SpendCaps caps what a tenant and what a connection may spend per day, in
+// Caps caps what a tenant and what a connection may spend per day, in
 // the unit of the Prices that cost the calls. The gate reads the day's
-// spend from the Ledger before admission: a call whose worst case
+// spend from the ledger (ledger.Ledger) before admission: a call whose worst case
 // (Price.WorstCase) would take a capped tenant or connection past its cap
 // is refused until the day window ends. The zero value caps nothing.
 //
 // A tenant is a fairness key, capped over every scope; a connection is a
 // credential (Scope.CredentialKey, "openai/team-a"), capped over every
 // model it serves. The day is each scope's day window (Limits.DayReset),
-// named by the date it starts on (LedgerDay): a tenant's spend of a day sums
+// named by the date it starts on (ledger.Day): a tenant's spend of a day sums
 // its calls on every scope whose window is named by that date.
-type SpendCaps struct {
+type Caps struct {
 	// Tenants caps the fairness keys it names; "" names the calls without
 	// a key. A cap of 0 in it means no cap for that key (an exception to
 	// Tenant).
@@ -31,12 +33,12 @@ type SpendCaps struct {
 	Connection float64
 }
 
-// ErrInvalidSpendCaps is returned (wrapped) for spend caps that cannot be
+// ErrInvalidCaps is returned (wrapped) for spend caps that cannot be
 // used. The error never holds a tenant's name.
-var ErrInvalidSpendCaps = errors.New("capacity: invalid spend caps")
+var ErrInvalidCaps = errors.New("spend: invalid spend caps")
 
 // Empty reports whether c caps nothing.
-func (c SpendCaps) Empty() bool {
+func (c Caps) Empty() bool {
 	if c.Tenant > 0 || c.Connection > 0 {
 		return false
 	}
@@ -55,32 +57,32 @@ func (c SpendCaps) Empty() bool {
 
 // Validate reports whether every cap is a finite number >= 0 and every
 // tenant a fairness key.
-func (c SpendCaps) Validate() error {
+func (c Caps) Validate() error {
 	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }
 	if bad(c.Tenant) || bad(c.Connection) {
-		return fmt.Errorf("%w: Tenant is %v and Connection %v; want finite caps >= 0 (0: no cap)", ErrInvalidSpendCaps, c.Tenant, c.Connection)
+		return fmt.Errorf("%w: Tenant is %v and Connection %v; want finite caps >= 0 (0: no cap)", ErrInvalidCaps, c.Tenant, c.Connection)
 	}
 	for k, v := range c.Tenants {
-		if err := ValidateFairnessKey(k); err != nil {
-			return fmt.Errorf("%w: Tenants: %w", ErrInvalidSpendCaps, err)
+		if err := capacity.ValidateFairnessKey(k); err != nil {
+			return fmt.Errorf("%w: Tenants: %w", ErrInvalidCaps, err)
 		}
 		if bad(v) {
-			return fmt.Errorf("%w: a cap in Tenants is %v; want a finite cap >= 0 (0: no cap)", ErrInvalidSpendCaps, v)
+			return fmt.Errorf("%w: a cap in Tenants is %v; want a finite cap >= 0 (0: no cap)", ErrInvalidCaps, v)
 		}
 	}
 	for k, v := range c.Connections {
 		if k == "" {
-			return fmt.Errorf("%w: Connections has an empty credential key; want provider/credential", ErrInvalidSpendCaps)
+			return fmt.Errorf("%w: Connections has an empty credential key; want provider/credential", ErrInvalidCaps)
 		}
 		if bad(v) {
-			return fmt.Errorf("%w: Connections[%q] is %v; want a finite cap >= 0 (0: no cap)", ErrInvalidSpendCaps, k, v)
+			return fmt.Errorf("%w: Connections[%q] is %v; want a finite cap >= 0 (0: no cap)", ErrInvalidCaps, k, v)
 		}
 	}
 	return nil
 }
 
 // TenantCap returns tenant's cap; false if it has none.
-func (c SpendCaps) TenantCap(tenant string) (float64, bool) {
+func (c Caps) TenantCap(tenant string) (float64, bool) {
 	v, ok := c.Tenants[tenant]
 	if !ok && tenant != "" {
 		v = c.Tenant
@@ -90,7 +92,7 @@ func (c SpendCaps) TenantCap(tenant string) (float64, bool) {
 
 // ConnectionCap returns the cap of the credential with key cred
 // (Scope.CredentialKey); false if it has none.
-func (c SpendCaps) ConnectionCap(cred string) (float64, bool) {
+func (c Caps) ConnectionCap(cred string) (float64, bool) {
 	v, ok := c.Connections[cred]
 	if !ok {
 		v = c.Connection

@@ -1,4 +1,4 @@
-package capacity
+package learn
 
 import (
 	"errors"
@@ -9,24 +9,24 @@ import (
 
 // Histogram bucketing. Bucket i holds the values in (2^((i-1)/8), 2^(i/8)]:
 // eight buckets per doubling, each about 9 % wide. Values at or below the
-// lowest edge fall in MinHistogramBucket, values above the highest in
-// MaxHistogramBucket, so every finite non-negative value has a bucket.
+// lowest edge fall in MinBucket, values above the highest in
+// MaxBucket, so every finite non-negative value has a bucket.
 const (
 	histogramBucketsPerDoubling = 8
-	// MinHistogramBucket is the lowest bucket: values up to 2^-16, zero
+	// MinBucket is the lowest bucket: values up to 2^-16, zero
 	// included.
-	MinHistogramBucket = -16 * histogramBucketsPerDoubling
-	// MaxHistogramBucket is the highest bucket: values above 2^40 land in it.
-	MaxHistogramBucket = 40 * histogramBucketsPerDoubling
+	MinBucket = -16 * histogramBucketsPerDoubling
+	// MaxBucket is the highest bucket: values above 2^40 land in it.
+	MaxBucket = 40 * histogramBucketsPerDoubling
 )
 
-// DefaultHistogramCap is the count above which a Histogram halves when its
+// DefaultCap is the count above which a Histogram halves when its
 // Cap is zero: it then weighs roughly the last 1,000 to 2,000 samples.
-const DefaultHistogramCap = 2000
+const DefaultCap = 2000
 
 // ErrBadSample is returned (wrapped) for a value a Histogram cannot hold:
 // negative, NaN or infinite, or a bucket index or count out of range.
-var ErrBadSample = errors.New("capacity: bad histogram sample")
+var ErrBadSample = errors.New("learn: bad histogram sample")
 
 // Histogram is a decaying histogram of non-negative values in logarithmic
 // buckets (about 9 % wide), with their count and sum. When its count
@@ -37,42 +37,42 @@ var ErrBadSample = errors.New("capacity: bad histogram sample")
 // Quantiles are a bucket's upper edge: they err high by less than a
 // bucket's width, never low (for values above 2^-16).
 //
-// The zero value is an empty histogram with DefaultHistogramCap. A
+// The zero value is an empty histogram with DefaultCap. A
 // Histogram is a value: it is not safe for concurrent use, and Clone
 // returns an independent copy.
 type Histogram struct {
 	// Cap is the count above which the histogram halves. If zero,
-	// DefaultHistogramCap.
+	// DefaultCap.
 	Cap float64
 
 	count, sum float64
 	buckets    map[int]float64 // index → count
 }
 
-// HistogramBucketOf returns the index of the bucket v falls in. It returns
+// BucketOf returns the index of the bucket v falls in. It returns
 // an error wrapping ErrBadSample for a negative, NaN or infinite v.
-func HistogramBucketOf(v float64) (int, error) {
+func BucketOf(v float64) (int, error) {
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 		return 0, fmt.Errorf("%w: %v", ErrBadSample, v)
 	}
-	if v <= HistogramBucketUpper(MinHistogramBucket) {
-		return MinHistogramBucket, nil
+	if v <= BucketUpper(MinBucket) {
+		return MinBucket, nil
 	}
 	i := int(math.Ceil(math.Log2(v) * histogramBucketsPerDoubling))
 	// Log2 may be off by an ulp near an edge: settle on the bucket whose
 	// range holds v.
-	if i > MinHistogramBucket && v <= HistogramBucketUpper(i-1) {
+	if i > MinBucket && v <= BucketUpper(i-1) {
 		i--
-	} else if v > HistogramBucketUpper(i) {
+	} else if v > BucketUpper(i) {
 		i++
 	}
-	return min(i, MaxHistogramBucket), nil
+	return min(i, MaxBucket), nil
 }
 
-// HistogramBucketUpper returns the upper edge of bucket i, 2^(i/8); the
+// BucketUpper returns the upper edge of bucket i, 2^(i/8); the
 // highest bucket's is +Inf.
-func HistogramBucketUpper(i int) float64 {
-	if i >= MaxHistogramBucket {
+func BucketUpper(i int) float64 {
+	if i >= MaxBucket {
 		return math.Inf(1)
 	}
 	return math.Exp2(float64(i) / histogramBucketsPerDoubling)
@@ -82,14 +82,14 @@ func (h *Histogram) limit() float64 {
 	if h.Cap > 0 {
 		return h.Cap
 	}
-	return DefaultHistogramCap
+	return DefaultCap
 }
 
 // Add records one value, halving the histogram if its count then exceeds
 // Cap. It returns an error wrapping ErrBadSample, and records nothing, for a
 // negative, NaN or infinite v.
 func (h *Histogram) Add(v float64) error {
-	i, err := HistogramBucketOf(v)
+	i, err := BucketOf(v)
 	if err != nil {
 		return err
 	}
@@ -105,12 +105,12 @@ func (h *Histogram) Add(v float64) error {
 // AddBucket adds n samples whose values sum to sum to bucket i without
 // halving: it is how a store rebuilds a histogram it keeps elsewhere. It
 // returns an error wrapping ErrBadSample, and adds nothing, for an index
-// out of [MinHistogramBucket, MaxHistogramBucket], a negative, NaN or
+// out of [MinBucket, MaxBucket], a negative, NaN or
 // infinite n or sum, or one that would make the count or sum overflow.
 func (h *Histogram) AddBucket(i int, n, sum float64) error {
 	switch {
-	case i < MinHistogramBucket || i > MaxHistogramBucket:
-		return fmt.Errorf("%w: bucket %d out of [%d, %d]", ErrBadSample, i, MinHistogramBucket, MaxHistogramBucket)
+	case i < MinBucket || i > MaxBucket:
+		return fmt.Errorf("%w: bucket %d out of [%d, %d]", ErrBadSample, i, MinBucket, MaxBucket)
 	case !finiteNonNegative(n) || !finiteNonNegative(sum):
 		return fmt.Errorf("%w: count %v, sum %v", ErrBadSample, n, sum)
 	case math.IsInf(h.count+n, 0) || math.IsInf(h.sum+sum, 0):
@@ -132,7 +132,7 @@ func (h *Histogram) AddBucket(i int, n, sum float64) error {
 // for a store whose sum is kept apart from its buckets. It returns an error
 // wrapping ErrBadSample for a negative, NaN or infinite sum.
 func (h *Histogram) AddSum(sum float64) error {
-	return h.AddBucket(MinHistogramBucket, 0, sum)
+	return h.AddBucket(MinBucket, 0, sum)
 }
 
 func finiteNonNegative(x float64) bool {
@@ -185,10 +185,10 @@ func (h Histogram) Quantile(q float64) (v float64, ok bool) {
 	for _, i := range idx {
 		seen += h.buckets[i]
 		if seen >= rank {
-			return HistogramBucketUpper(i), true
+			return BucketUpper(i), true
 		}
 	}
-	return HistogramBucketUpper(idx[len(idx)-1]), true // rounding: the last bucket
+	return BucketUpper(idx[len(idx)-1]), true // rounding: the last bucket
 }
 
 // indexes returns the non-empty buckets in ascending order.
@@ -201,18 +201,18 @@ func (h Histogram) indexes() []int {
 	return idx
 }
 
-// HistogramBucket is one non-empty bucket of a Histogram.
-type HistogramBucket struct {
+// Bucket is one non-empty bucket of a Histogram.
+type Bucket struct {
 	Index int
 	Count float64
 }
 
 // Buckets returns the non-empty buckets in ascending order.
-func (h Histogram) Buckets() []HistogramBucket {
+func (h Histogram) Buckets() []Bucket {
 	idx := h.indexes()
-	out := make([]HistogramBucket, len(idx))
+	out := make([]Bucket, len(idx))
 	for k, i := range idx {
-		out[k] = HistogramBucket{Index: i, Count: h.buckets[i]}
+		out[k] = Bucket{Index: i, Count: h.buckets[i]}
 	}
 	return out
 }

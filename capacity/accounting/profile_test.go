@@ -1,4 +1,4 @@
-package capacity_test
+package accounting_test
 
 import (
 	"testing"
@@ -7,15 +7,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/accounting"
 )
 
 // Gemini's per-day quotas reset at midnight Pacific: limits that leave
 // DayReset zero get it from GeminiProfile; limits that name a boundary, even
 // UTC, keep theirs; other providers keep midnight UTC.
 func TestGeminiDayResetIsMidnightPacific(t *testing.T) {
-	gemini, ok := capacity.ProfileFor(capacity.Gemini)
+	gemini, ok := accounting.ProfileFor(capacity.Gemini)
 	require.True(t, ok)
-	l := capacity.ProfileDayReset(capacity.Limits{RequestsPerDay: 1000}, gemini)
+	l := accounting.ProfileDayReset(capacity.Limits{RequestsPerDay: 1000}, gemini)
 	require.NotNil(t, l.DayReset.Location)
 	require.Equal(t, "America/Los_Angeles", l.DayReset.Location.String())
 
@@ -37,7 +38,7 @@ func TestGeminiDayResetIsMidnightPacific(t *testing.T) {
 	}
 
 	utc := capacity.Limits{RequestsPerDay: 1000, DayReset: capacity.DayBoundary{Location: time.UTC}}
-	require.Equal(t, utc, capacity.ProfileDayReset(utc, gemini), "an explicit boundary is kept")
-	openai, _ := capacity.ProfileFor(capacity.OpenAI)
-	require.Equal(t, capacity.DayBoundary{}, capacity.ProfileDayReset(capacity.Limits{RequestsPerDay: 1}, openai).DayReset)
+	require.Equal(t, utc, accounting.ProfileDayReset(utc, gemini), "an explicit boundary is kept")
+	openai, _ := accounting.ProfileFor(capacity.OpenAI)
+	require.Equal(t, capacity.DayBoundary{}, accounting.ProfileDayReset(capacity.Limits{RequestsPerDay: 1}, openai).DayReset)
 }

@@ -1,4 +1,4 @@
-package capacity
+package headers
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package capacity_test
+package spend_test
 
 import (
 	"math"
@@ -8,9 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/spend"
 )
 
-var testPrices = capacity.Prices{
+var testPrices = spend.Prices{
 	"openai/gpt-4o":               {Input: 2.5, CachedInput: 1.25, Output: 10},
 	"openai/gpt-4o-2024-05-13":    {Input: 5, Output: 15},
 	"anthropic/claude-sonnet-4-5": {Input: 3, CachedInput: 0.3, Output: 15, CacheWrite: 3.75},
@@ -70,15 +71,15 @@ func TestPriceWorstCase(t *testing.T) {
 
 func TestPricesValidate(t *testing.T) {
 	require.NoError(t, testPrices.Validate())
-	require.NoError(t, capacity.Prices(nil).Validate())
-	for name, p := range map[string]capacity.Prices{
+	require.NoError(t, spend.Prices(nil).Validate())
+	for name, p := range map[string]spend.Prices{
 		"no provider":    {"gpt-4o": {Input: 1}},
 		"empty model":    {"openai/": {Input: 1}},
 		"negative":       {"openai/gpt-4o": {Output: -1}},
 		"NaN":            {"openai/gpt-4o": {Input: math.NaN()}},
 		"infinite write": {"openai/gpt-4o": {CacheWrite: math.Inf(1)}},
 	} {
-		assert.ErrorIs(t, p.Validate(), capacity.ErrInvalidPrices, name)
+		assert.ErrorIs(t, p.Validate(), spend.ErrInvalidPrices, name)
 	}
-	assert.Equal(t, "openai/gpt-4o", capacity.PriceKey(capacity.OpenAI, "gpt-4o"))
+	assert.Equal(t, "openai/gpt-4o", spend.PriceKey(capacity.OpenAI, "gpt-4o"))
 }

@@ -1,10 +1,11 @@
-package capacity
+package headers
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -23,25 +24,25 @@ func FuzzParseHeaders(f *testing.F) {
 	f.Add("unknown", "x-ratelimit-reset-requests: 1d2h\nanthropic-ratelimit-tokens-reset: 2026-10-15T12:00:00.5Z", int64(3600))
 	f.Fuzz(func(t *testing.T, provider, text string, skew int64) {
 		now := fixtureTime.Add(time.Duration(skew) * time.Second)
-		obs := ParseHeaders(Provider(provider), parseHeaderText(text), now)
+		obs := Parse(capacity.Provider(provider), parseHeaderText(text), now)
 		for dim, d := range obs.Dims {
 			if d.HasLimit && d.Limit <= 0 {
-				t.Fatalf("%v: limit %d reported", Dimension(dim), d.Limit)
+				t.Fatalf("%v: limit %d reported", capacity.Dimension(dim), d.Limit)
 			}
 			if d.HasRemaining && d.Remaining < 0 {
-				t.Fatalf("%v: remaining %d reported", Dimension(dim), d.Remaining)
+				t.Fatalf("%v: remaining %d reported", capacity.Dimension(dim), d.Remaining)
 			}
 			if d.HasReset != (d.ResetIn > 0) {
-				t.Fatalf("%v: reset %v (has %v)", Dimension(dim), d.ResetIn, d.HasReset)
+				t.Fatalf("%v: reset %v (has %v)", capacity.Dimension(dim), d.ResetIn, d.HasReset)
 			}
 			if !d.HasLimit && d.Limit != 0 || !d.HasRemaining && d.Remaining != 0 {
-				t.Fatalf("%v: value without flag: %+v", Dimension(dim), d)
+				t.Fatalf("%v: value without flag: %+v", capacity.Dimension(dim), d)
 			}
 		}
 		if obs.RetryAfter < 0 {
 			t.Fatalf("negative retry-after %v", obs.RetryAfter)
 		}
-		if obs.Provider != Provider(provider) {
+		if obs.Provider != capacity.Provider(provider) {
 			t.Fatalf("provider %q, want %q", obs.Provider, provider)
 		}
 	})
