@@ -96,7 +96,8 @@ func TestInvalidRequestsAreBadRequests(t *testing.T) {
 }
 
 // Run ungated (no plugin), a provider failure is classified by the activity
-// itself and returned as a secret-free ApplicationError.
+// itself and returned as a secret-free ApplicationError, after one request:
+// the SDKs do not retry.
 func TestUngatedFailuresAreClassified(t *testing.T) {
 	fp, err := testsuite.New(testsuite.Options{Models: []testsuite.Model{
 		{Name: "gpt-4o-mini", Provider: testsuite.OpenAI, Limits: testsuite.Limits{RequestsPerMinute: 1}},
@@ -130,6 +131,9 @@ func TestUngatedFailuresAreClassified(t *testing.T) {
 	assert.NotEmpty(t, ares.Header.Get("anthropic-ratelimit-requests-remaining"))
 	_, err = an.Messages(ctx, activities.AnthropicMessagesRequest{Model: "claude-sonnet-4-5", Credential: "default", MaxTokens: 20, Messages: msgs})
 	assert.True(t, tgerrors.IsRateLimited(err), "%v", err)
+	// One retry layer: each 429 reached the provider once. The SDKs' own
+	// retries (two by default, for a 429) are off; Temporal retries.
+	assert.Len(t, fp.Entries(), 4, "one request per call")
 }
 
 // A provider that answers 200 with garbage (an HTML page, a truncated

@@ -80,5 +80,8 @@
 // sleeping; latency (Options.Latency, Faults.SlowLatency) waits on the same
 // clock's timers.
 //
-// Streaming is not supported: a request with "stream": true gets a 400.
+// Chat completions and Anthropic messages stream as the providers do, as
+// server-sent events ending with the usage (OpenAI's only with
+// stream_options.include_usage); a streamed Responses API request gets a
+// 400.
 package testsuite

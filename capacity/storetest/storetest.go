@@ -44,6 +44,9 @@ type Case struct {
 	run  func(h *harness)
 }
 
+// Name is the case's name: the subtest RunCases runs it as.
+func (c Case) Name() string { return c.name }
+
 // harness holds one case's store and clock, with small helpers.
 type harness struct {
 	t     *testing.T
