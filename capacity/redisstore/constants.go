@@ -26,7 +26,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "5.1"
+const scriptVersion = "5.2"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -34,6 +34,7 @@ const (
 	opReserve = 1
 	opSettle  = 2
 	opObserve = 3
+	opRelease = 4 // scripts 5.2 and later
 )
 
 // Field names of a stored lease and ticket (a line of name=value pairs, a
@@ -142,8 +143,9 @@ func luaConstants() []luaConstant {
 		{"OP_RESERVE", opReserve, "operation codes of a batch (constants.go)"},
 		{"OP_SETTLE", opSettle, ""},
 		{"OP_OBSERVE", opObserve, ""},
-		{"OP_FIELDS", map[int]int{opReserve: reserveLayout.size(), opSettle: settleLayout.size(), opObserve: observeLayout.size()}, "values of each operation after its code and call (wire.go)"},
-		{"LAYOUTS", map[string]wireLayout{"reserve": reserveLayout, "settle": settleLayout, "observe": observeLayout, "limits": limitsLayout},
+		{"OP_RELEASE", opRelease, ""},
+		{"OP_FIELDS", map[int]int{opReserve: reserveLayout.size(), opSettle: settleLayout.size(), opObserve: observeLayout.size(), opRelease: releaseLayout.size()}, "values of each operation after its code and call (wire.go)"},
+		{"LAYOUTS", map[string]wireLayout{"reserve": reserveLayout, "settle": settleLayout, "observe": observeLayout, "release": releaseLayout, "limits": limitsLayout},
 			"each message's fields {name, width, kind}, in order (wire.go), read by readLayout"},
 		{"K_EPOCH", keyEpoch + 1, "KEYS of a scope script (keys.go)"},
 		{"K_CRED_BLOCK", keyCredBlock + 1, ""},

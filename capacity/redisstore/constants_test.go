@@ -43,7 +43,7 @@ func TestScriptsLoad(t *testing.T) {
 	ctx := context.Background()
 	s := current
 	for name, sc := range map[string]*redis.Script{
-		"ops": s.ops, "release": s.release, "renew": s.renew, "block": s.block,
+		"ops": s.ops, "renew": s.renew, "block": s.block,
 		"snapshot": s.snapshot, "unblock": s.unblock, "blockcred": s.blockCred, "failure": s.failure,
 	} {
 		require.NoError(t, sc.Load(ctx, rdb).Err(), name)

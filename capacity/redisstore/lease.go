@@ -96,14 +96,39 @@ func (s *Store) Release(ctx context.Context, lease capacity.Lease) error {
 	if err := s.down("release"); err != nil {
 		return err
 	}
+	_, err := s.release(ctx, lease)
+	return err
+}
+
+// release releases lease in Redis and returns the store's time of the
+// release. Concurrent releases on one scope go in one batch (batch.go),
+// whose script retimes the booked tickets once (lua/ops.lua).
+func (s *Store) release(ctx context.Context, lease capacity.Lease) (time.Time, error) {
 	k := s.keysFor(lease.Scope)
-	b1, b2 := s.knownBounds(k)
-	args := append(s.commonArgs(k, b1, b2, 2), lease.Call, lease.ID)
-	if _, _, err := s.run(ctx, "release", s.scripts.release, k, args); err != nil {
-		return err
+	if s.scripts.release != nil { // scripts before 5.2
+		b1, b2 := s.knownBounds(k)
+		args := append(s.commonArgs(k, b1, b2, 2), lease.Call, lease.ID)
+		_, h, err := s.run(ctx, "release", s.scripts.release, k, args)
+		if err != nil {
+			return time.Time{}, err
+		}
+		s.notify.wake(k.scopeKey, 1)
+		return h.now, nil
+	}
+	b1, b2 := s.knownBoundsMicros(k)
+	fields := newLayoutWriter(releaseLayout).put("day_boundary", b1).put("next_boundary", b2).put("id", lease.ID).done()
+	r, h, err := s.do(k, &op{ctx: ctx, code: opRelease, call: lease.Call, fields: fields})
+	if err != nil {
+		return time.Time{}, err
+	}
+	switch kind := r.str(); {
+	case r.err != nil:
+		return time.Time{}, fmt.Errorf("%w: release: %v", ErrBadReply, r.err)
+	case kind != "ok" && kind != "gone":
+		return time.Time{}, fmt.Errorf("%w: release: result %q", ErrBadReply, kind)
 	}
 	s.notify.wake(k.scopeKey, 1)
-	return nil
+	return h.now, nil
 }
 
 // Renew implements capacity.Store.

@@ -72,7 +72,10 @@ const (
 //     plus every command that is not a script call: subscriptions);
 //   - redis-cpu-busy: the server's CPU (used_cpu_sys + used_cpu_user delta)
 //     / wall time; slowest-cmd-us: the longest command the server ran in
-//     the window (SLOWLOG; a script call with what it called).
+//     the window (SLOWLOG; a script call with what it called);
+//   - shutdown-slowest-us and shutdown-redis-ms: the longest command, and
+//     the commands of 1 ms or more in all, after the window, when every
+//     waiting caller is cancelled at once and releases what it booked.
 func BenchmarkHotScope(b *testing.B) {
 	if testing.Short() {
 		b.Skip("a multi-second multi-process run")
@@ -144,6 +147,8 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 		"overhead-rt/wait/s":  (float64(scripts)*float64(extra)/float64(ops) + float64(cmds-scripts)) / (waiting * secs),
 		"redis-cpu-busy":      srv.cpu / secs,
 		"slowest-cmd-us":      float64(srv.slowest.Microseconds()),
+		"shutdown-slowest-us": float64(srv.shutdown.longest.Microseconds()),
+		"shutdown-redis-ms":   float64(srv.shutdown.total.Milliseconds()),
 	}
 	for k, v := range f {
 		b.ReportMetric(v, k)
@@ -160,6 +165,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 		waiting, srv.commands, srv.top, f["cmds/wait/s"], f["overhead-ops/wait/s"], f["overhead-rt/wait/s"])
 	b.Logf("  Redis CPU busy: %.1f%% of one core; longest command %v (%s; a script's first run, compiling it: %v)",
 		100*f["redis-cpu-busy"], srv.slowest, srv.slowName, srv.compile)
+	b.Logf("  after the window, every waiting caller cancelled (releasing its ticket): %v", srv.shutdown)
 	if casCommits > 0 {
 		b.Logf("  compare-and-set prototype: %d writes applied, %d found another version (%.1f%%)",
 			casCommits, casConflicts, 100*float64(casConflicts)/float64(casCommits+casConflicts))
@@ -260,6 +266,20 @@ type scaleServerFigures struct {
 	slowest  time.Duration
 	slowName string
 	compile  time.Duration // the longest EVAL: a script compiled on its first run
+	// shutdown is the slow log of the children's end, when every waiting
+	// caller is cancelled and releases what it booked.
+	shutdown scaleSlowlog
+}
+
+// scaleSlowlog sums slow-log entries (commands of 1 ms or more).
+type scaleSlowlog struct {
+	n, over5ms int
+	longest    time.Duration
+	total      time.Duration
+}
+
+func (l scaleSlowlog) String() string {
+	return fmt.Sprintf("%d commands of 1 ms or more (%d over 5 ms), the longest %v, %v in all", l.n, l.over5ms, l.longest, l.total)
 }
 
 // scaleSetup reads the environment and returns a run on a server.
@@ -325,16 +345,21 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 			r.during(r.start, end)
 		}
 	}()
+	// The slow log is read just before the window ends: at its end every
+	// waiting caller is cancelled at once, and what their releases cost is
+	// measured apart (shutdown).
+	time.Sleep(time.Until(end.Add(-scaleSlowlogMargin)))
+	slowest, slowName, compile, lastSlow := scaleSlowest(b, r.rdb)
 	time.Sleep(time.Until(end))
 	<-done
 	stats1, cpu1 := scaleServerStats(b, r.rdb)
-	slowest, slowName, compile := scaleSlowest(b, r.rdb)
 	b.StopTimer()
 	for p, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
 			b.Fatalf("process %d: %v\n%s", p, err, cmd.Stdout)
 		}
 	}
+	shutdown := scaleSlowSince(b, r.rdb, lastSlow)
 	var reps []scaleReport
 	for p := range r.procs {
 		raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
@@ -350,7 +375,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 		}
 		reps = append(reps, rep)
 	}
-	f := scaleServerFigures{cpu: cpu1 - cpu0, slowest: slowest, slowName: slowName, compile: compile}
+	f := scaleServerFigures{cpu: cpu1 - cpu0, slowest: slowest, slowName: slowName, compile: compile, shutdown: shutdown}
 	type count struct {
 		name string
 		n    int64
@@ -393,12 +418,13 @@ func scaleSlowlogStart(b *testing.B, rdb *redis.Client) {
 // (zero if none took 1 ms), leaving out EVAL: a script's first run on a
 // server, which compiles it (the store falls back to EVAL on NOSCRIPT), is
 // reported apart as compile.
-func scaleSlowest(b *testing.B, rdb *redis.Client) (slowest time.Duration, name string, compile time.Duration) {
+func scaleSlowest(b *testing.B, rdb *redis.Client) (slowest time.Duration, name string, compile time.Duration, lastID int64) {
 	logs, err := rdb.SlowLogGet(context.Background(), 1024).Result()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, l := range logs {
+		lastID = max(lastID, l.ID)
 		switch {
 		case len(l.Args) == 0:
 		case strings.EqualFold(l.Args[0], "eval"):
@@ -407,7 +433,34 @@ func scaleSlowest(b *testing.B, rdb *redis.Client) (slowest time.Duration, name 
 			slowest, name = l.Duration, l.Args[0]
 		}
 	}
-	return slowest, name, compile
+	return slowest, name, compile, lastID
+}
+
+// scaleSlowlogMargin is how long before the window's end its slow log is
+// read: the children stop at the end, so a later read would race with
+// their shutdown.
+const scaleSlowlogMargin = 100 * time.Millisecond
+
+// scaleSlowSince sums the slow-log entries after entry id (the log holds
+// the last 1,024).
+func scaleSlowSince(b *testing.B, rdb *redis.Client, id int64) scaleSlowlog {
+	logs, err := rdb.SlowLogGet(context.Background(), 1024).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var s scaleSlowlog
+	for _, l := range logs {
+		if l.ID <= id {
+			continue
+		}
+		s.n++
+		s.total += l.Duration
+		s.longest = max(s.longest, l.Duration)
+		if l.Duration > 5*time.Millisecond {
+			s.over5ms++
+		}
+	}
+	return s
 }
 
 // scaleBucket names the bucket of Limits.Burst burst.

@@ -33,8 +33,11 @@ const HalfOpenMemory = 24 * time.Hour
 // failover). A scope script is constants.lua, state.lua, rules.lua and its
 // own file, joined as they are: nothing is written into them.
 type scripts struct {
-	ops, release, renew, block, snapshot, unblock *redis.Script // scope scripts
-	blockCred, failure                            *redis.Script // constants.lua and their own file
+	ops, renew, block, snapshot, unblock *redis.Script // scope scripts
+	blockCred, failure                   *redis.Script // constants.lua and their own file
+	// release is the release script of scripts before 5.2 (nil in later
+	// ones, whose releases are operations of ops).
+	release *redis.Script
 	// readOnlySnapshot: snapshot writes nothing and runs as EVALSHA_RO
 	// (scripts 3.2 and later).
 	readOnlySnapshot bool
@@ -64,7 +67,6 @@ func loadScripts(files fs.FS, dir string) (*scripts, error) {
 	src := scriptSources()
 	s := &scripts{
 		ops:       read(src["ops"]...),
-		release:   read(src["release"]...),
 		renew:     read(src["renew"]...),
 		block:     read(src["block"]...),
 		snapshot:  read(src["snapshot"]...),
@@ -72,17 +74,21 @@ func loadScripts(files fs.FS, dir string) (*scripts, error) {
 		blockCred: read(src["blockcred"]...),
 		failure:   read(src["failure"]...),
 	}
+	if _, err := fs.Stat(files, path.Join(dir, "release.lua")); err == nil {
+		s.release = read("constants.lua", "state.lua", "rules.lua", "release.lua")
+	}
 	return s, firstErr
 }
 
 // scriptSources returns the files each script is joined from, by script:
 // a scope script is constants.lua, state.lua, rules.lua and its own file.
+// (Scripts before 5.2 also have release.lua, a scope script.)
 func scriptSources() map[string][]string {
 	scope := func(name string) []string {
 		return []string{"constants.lua", "state.lua", "rules.lua", name + ".lua"}
 	}
 	return map[string][]string{
-		"ops": scope("ops"), "release": scope("release"), "renew": scope("renew"),
+		"ops": scope("ops"), "renew": scope("renew"),
 		"block": scope("block"), "snapshot": scope("snapshot"), "unblock": scope("unblock"),
 		"blockcred": {"constants.lua", "blockcred.lua"},
 		"failure":   {"constants.lua", "failure.lua"},

@@ -26,6 +26,7 @@ var previousScripts = []struct {
 	{"3.3", "testdata/scripts-v3.3", true},
 	{"4.7", "testdata/scripts-v4.7", false}, // before the indexes of 5.0 (decision 0007)
 	{"5.0", "testdata/scripts-v5.0", false}, // remembers ended leases, not lapsed ones
+	{"5.1", "testdata/scripts-v5.1", false}, // releases in a script of their own
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
@@ -178,11 +179,9 @@ func rollingCall(t *testing.T, s *Store, g, i int, rng *rand.Rand) (mpLease, boo
 // releaseAt releases le as Store.Release does and returns the release's
 // Redis time.
 func releaseAt(t *testing.T, s *Store, le capacity.Lease) time.Time {
-	k := s.keysFor(le.Scope)
-	b1, b2 := s.knownBounds(k)
-	_, h, err := s.run(context.Background(), "release", s.scripts.release, k, append(s.commonArgs(k, b1, b2, 2), le.Call, le.ID))
+	at, err := s.release(context.Background(), le)
 	require.NoError(t, err)
-	return h.now
+	return at
 }
 
 // TestUpgradeRebuildsIndexes: tickets booked by scripts 4.7, which keep no

@@ -75,6 +75,10 @@ var observeLayout = func() wireLayout {
 	return append(l, num("mark_valid"), perBucket("mark"), perBucket("excluded"), perBucket("inflight"))
 }()
 
+// releaseLayout is a release operation after its code and call (scripts
+// 5.2 and later): the lease id, or ” for the call's ticket.
+var releaseLayout = wireLayout{num("day_boundary"), num("next_boundary"), text("id")}
+
 // limitsLayout is the limits signature (limits.go), its fields separated
 // by '|'.
 var limitsLayout = wireLayout{

@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "5.1"
+local SCRIPT_VERSION = "5.2"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -81,12 +81,14 @@ local DENY_KEY_QUOTA = 7
 local OP_RESERVE = 1
 local OP_SETTLE = 2
 local OP_OBSERVE = 3
+local OP_RELEASE = 4
 -- values of each operation after its code and call (wire.go)
-local OP_FIELDS = {[1] = 23, [2] = 18, [3] = 31}
+local OP_FIELDS = {[1] = 23, [2] = 18, [3] = 31, [4] = 3}
 -- each message's fields {name, width, kind}, in order (wire.go), read by readLayout
 local LAYOUTS = {
   limits = {{"format", 1, "string"}, {"limit", 7, "number"}, {"burst_ns", 1, "number"}, {"burst", 1, "number"}, {"token_burst", 1, "number"}, {"margin", 1, "number"}, {"zone", 1, "string"}, {"offset", 1, "number"}, {"zone_offset", 1, "number"}, {"standard_floor", 1, "number"}, {"bulk_floor", 1, "number"}, {"aging_ns", 1, "number"}},
   observe = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"has_limit.requests", 1, "number"}, {"limit.requests", 1, "number"}, {"has_remaining.requests", 1, "number"}, {"remaining.requests", 1, "number"}, {"has_limit.input_tokens", 1, "number"}, {"limit.input_tokens", 1, "number"}, {"has_remaining.input_tokens", 1, "number"}, {"remaining.input_tokens", 1, "number"}, {"has_limit.output_tokens", 1, "number"}, {"limit.output_tokens", 1, "number"}, {"has_remaining.output_tokens", 1, "number"}, {"remaining.output_tokens", 1, "number"}, {"has_limit.tokens", 1, "number"}, {"limit.tokens", 1, "number"}, {"has_remaining.tokens", 1, "number"}, {"remaining.tokens", 1, "number"}, {"mark_valid", 1, "number"}, {"mark", 4, "number"}, {"excluded", 4, "number"}, {"inflight", 4, "number"}},
+  release = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"id", 1, "string"}},
   reserve = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"attempt", 1, "number"}, {"class", 1, "number"}, {"charges", 7, "number"}, {"ttl", 1, "number"}, {"deadline", 1, "number"}, {"book", 1, "number"}, {"since", 1, "number"}, {"rank", 1, "number"}, {"floor", 1, "number"}, {"weight", 1, "number"}, {"key", 1, "string"}, {"share", 1, "number"}, {"tokens_per_day", 1, "number"}, {"fair_start", 1, "number"}, {"limits", 1, "string"}},
   settle = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"attempt", 1, "number"}, {"delta", 7, "number"}, {"class", 1, "number"}, {"key", 1, "string"}, {"weight", 1, "number"}, {"reserved", 4, "number"}, {"granted_at", 1, "number"}},
 }

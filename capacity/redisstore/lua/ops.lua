@@ -1,4 +1,4 @@
--- ops.lua: a batch of Reserve, Settle and Observe operations on one scope,
+-- ops.lua: a batch of Reserve, Settle, Observe and Release operations on one scope,
 -- decided one after the other exactly as if each ran alone
 -- (MemoryStore.Reserve, Settle and Observe in capacity/memstore.go, whose
 -- function names these keep): concurrent calls of one store share a round
@@ -7,7 +7,7 @@
 -- ARGV from 6: ticket grace (µs), the limits signature of the batch's
 -- reserves, then the operations, each its code, its call ('' for an
 -- observe) and OP_FIELDS[code] values in the layout of its kind
--- (LAYOUTS.reserve, .settle, .observe: declared once in wire.go). A
+-- (LAYOUTS.reserve, .settle, .observe, .release: declared once in wire.go). A
 -- reserve's limits signature '' is the batch's; a settle's attempt 0
 -- matches no lease.
 -- Reply: header('B'), then one result per operation.
@@ -20,7 +20,14 @@
 --                                   1 for the fairness key's daily cap)
 --   {'s', live attempt}             an older attempt than the live lease's
 -- A settle's: 'ok', or 'gone' when the scope's state did not exist.
--- An observe's: 'ok'.
+-- An observe's: 'ok'. A release's: 'ok' (or 'gone', as a settle's).
+--
+-- A release does not retime the tickets itself: the tickets it moves are
+-- retimed once, before the batch's next operation of another kind or at
+-- its end, so that a batch of releases (callers cancelled together) walks
+-- the tickets once, not once each. retime derives every ticket's time
+-- from the budget and the fair order alone, so the tickets end where
+-- releases each followed by a retime would leave them.
 
 local GRACE = tonumber(ARGV[6])
 local BATCH_LIMITS = ARGV[7]
@@ -333,8 +340,53 @@ local function observeOp(i)
   return o
 end
 
+-- releases holds the batch's releases (one local: a Lua function has at
+-- most 200). releases.retime is set by a release whose retime is pending.
+local releases = {retime = false}
+
+-- releases.retimeDue retimes the tickets if a release left them to be.
+function releases.retimeDue()
+  if releases.retime then
+    releases.retime = false
+    retime()
+  end
+end
+
+-- releases.release releases call c's lease with id, or its ticket when id
+-- is '' (MemoryStore.Release), refunding what it holds; the tickets'
+-- retime is left to retimeDue.
+function releases.release(c, id)
+  advance()
+  if id == '' then
+    local tk = unbook(c)
+    if tk then
+      refund(tk.charge)
+      fair.unplace(tk)
+      fair.refundKey(tk)
+      releases.retime = true
+      wake()
+    end
+    return 'ok'
+  end
+  local le = getLease(c)
+  if le and c .. '#' .. le.attempt == id then
+    dropLease(c)
+    refund(le.charge)
+    fair.settleFlow(le.class, le.key, le.weight, le.charge, zeros(ND), le.granted_at)
+    releases.retime = true
+    wake()
+  end
+  return 'ok'
+end
+
 -- run decides the operation with code at ARGV[i] and returns its result.
 local function run(code, c, i)
+  if code == OP_RELEASE then
+    local m = readLayout(LAYOUTS.release, ARGV, i)
+    BOUND1, BOUND2 = m.day_boundary, m.next_boundary
+    return releases.release(c, m.id)
+  end
+  releases.retimeDue()
   if code == OP_RESERVE then
     local res = reserve(reserveOp(c, i))
     LOADED = true
@@ -384,6 +436,7 @@ while ARGV[i] do
   results[#results + 1] = run(code, ARGV[i + 1], i + 2)
   i = i + 2 + OP_FIELDS[code]
 end
+releases.retimeDue()
 save()
 local out = header('B')
 for _, r in ipairs(results) do out[#out + 1] = r end
