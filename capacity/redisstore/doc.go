@@ -57,13 +57,15 @@
 // format is an error, never a grant. Scripts 5.0 keep four indexes older
 // scripts do not (the leases granted lately, for Mark.InFlight; the tickets'
 // order; the leases' marks, for reports; the leases' expiries): a state
-// another version saved last is re-indexed once, from its leases and
-// tickets, before 5.0 decides on it. Scripts 5.1 remember the leases that
-// lapsed (expired or superseded) instead of every lease settled or
-// released: while 5.0 and 5.1 both run, a settle repeated across the two
+// that a version without them (4.x, or an unknown one) saved last is
+// re-indexed once, from its leases and tickets, before it is decided on;
+// 5.x versions keep them alike and re-index nothing. Scripts 5.1 remember
+// the leases that lapsed (expired or superseded) instead of every lease
+// settled or released: while 5.0 and 5.1 both run, a settle repeated across the two
 // may apply its debt (usage beyond the reservation) twice, or a lease
 // lapsed under 5.0 may have its late debt forgotten; grants and the budget
-// are unaffected.
+// are unaffected. Scripts 5.2 send releases in the batch script (5.1's
+// workers keep their release script), the state unchanged.
 //
 // The one exception is the step to format 3 from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 // previousScripts are earlier versions' scripts, kept as they were
@@ -229,5 +232,48 @@ func TestUpgradeRebuildsIndexes(t *testing.T) {
 	for _, tk := range after.Tickets {
 		moved := at[tk.Call].Sub(tk.At)
 		require.InDelta(t, spacing.Seconds(), moved.Seconds(), 0.1, "%s moved %v", tk.Call, moved)
+	}
+}
+
+// TestUpgradeRebuildsOnlyWhatLacksIndexes: a state saved last by scripts
+// that keep 5.0's indexes (5.0, 5.1) is decided on as it is; one saved by
+// 4.7, which keeps none, is re-indexed (index.keptBy in lua/state.lua). A
+// rebuild begins by deleting the index keys, so the commands a reserve ran
+// on a server of its own tell the two apart.
+func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
+	for _, tt := range []struct {
+		version, dir string
+		rebuild      bool
+	}{
+		{"4.7", "testdata/scripts-v4.7", true},
+		{"5.0", "testdata/scripts-v5.0", false},
+		{"5.1", "testdata/scripts-v5.1", false},
+	} {
+		t.Run(tt.version, func(t *testing.T) {
+			srv := testenv.StartRedisServer(t, "")
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			t.Cleanup(func() { _ = rdb.Close() })
+			previous, err := loadScripts(os.DirFS(tt.dir), ".")
+			require.NoError(t, err)
+			older, err := New(rdb, Options{})
+			require.NoError(t, err)
+			older.scripts = previous
+			newer, err := New(rdb, Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
+			ctx := context.Background()
+			l := capacity.Limits{RequestsPerMinute: 6, SafetyMargin: 1, Burst: 10 * time.Second}
+			one := capacity.Charges{capacity.Requests: 1}
+			for i := range 3 { // a lease and two tickets, saved by the older version
+				_, err := older.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: fmt.Sprint("c", i), Attempt: 1, Charges: one, Book: true})
+				require.NoError(t, err)
+			}
+			require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+			_, err = newer.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "c3", Attempt: 1, Charges: one, Book: true})
+			require.NoError(t, err)
+			stats, err := rdb.Info(ctx, "commandstats").Result()
+			require.NoError(t, err)
+			require.Equal(t, tt.rebuild, strings.Contains(stats, "cmdstat_del:"), "a rebuild's DEL:\n%s", stats)
+		})
 	}
 }

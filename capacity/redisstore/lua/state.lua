@@ -396,7 +396,7 @@ local function load(create)
   if S then
     LOADED = true
     recompute()
-    if S.written_by ~= SCRIPT_VERSION then index.rebuild() end
+    if not index.keptBy[S.written_by] then index.rebuild() end
     return true
   end
   if not create then return false end
@@ -754,9 +754,14 @@ local function unbook(c)
   return tk
 end
 
+-- index.keptBy are the versions of the scripts that keep these indexes as
+-- this one does: a state one of them saved last needs no rebuild. A state
+-- of any other version, older or newer (a rollback), is re-indexed.
+index.keptBy = {['5.0'] = true, ['5.1'] = true, [SCRIPT_VERSION] = true}
+
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
--- walk over them, when a state saved by an older version of the scripts is
--- loaded (a rolling deploy).
+-- walk over them, when a state saved by a version of the scripts that does
+-- not keep them (index.keptBy) is loaded (a rolling deploy).
 function index.rebuild()
   write('DEL', KEYS[K_RECENT], KEYS[K_LEASE_MARKS], KEYS[K_LEASE_EXPIRIES], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
