@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -73,6 +74,8 @@ const (
 //   - redis-cpu-busy: the server's CPU (used_cpu_sys + used_cpu_user delta)
 //     / wall time; slowest-cmd-us: the longest command the server ran in
 //     the window (SLOWLOG; a script call with what it called);
+//   - clients-cpu-cores: the CPU (user and system) the child processes
+//     used over the window, in cores;
 //   - shutdown-slowest-us and shutdown-redis-ms: the longest command, and
 //     the commands of 1 ms or more in all, after the window, when every
 //     waiting caller is cancelled at once and releases what it booked.
@@ -101,6 +104,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 	var (
 		casCommits, casConflicts                                int64
 		grants, extra, waitNS, cmds, scripts, reserves, settles int64
+		clientCPU                                               int64
 		lat, steady, at                                         []int64
 		reasons                                                 = map[string]int64{}
 	)
@@ -117,6 +121,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 		scripts += r.Scripts
 		reserves += r.Reserves
 		settles += r.Settles
+		clientCPU += r.CPUNS
 		for k, v := range r.Reasons {
 			reasons[k] += v
 		}
@@ -146,6 +151,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 		"overhead-ops/wait/s": float64(extra) / (waiting * secs),
 		"overhead-rt/wait/s":  (float64(scripts)*float64(extra)/float64(ops) + float64(cmds-scripts)) / (waiting * secs),
 		"redis-cpu-busy":      srv.cpu / secs,
+		"clients-cpu-cores":   float64(clientCPU) / 1e9 / secs,
 		"slowest-cmd-us":      float64(srv.slowest.Microseconds()),
 		"shutdown-slowest-us": float64(srv.shutdown.longest.Microseconds()),
 		"shutdown-redis-ms":   float64(srv.shutdown.total.Milliseconds()),
@@ -166,6 +172,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 	b.Logf("  Redis CPU busy: %.1f%% of one core; longest command %v (%s; a script's first run, compiling it: %v)",
 		100*f["redis-cpu-busy"], srv.slowest, srv.slowName, srv.compile)
 	b.Logf("  after the window, every waiting caller cancelled (releasing its ticket): %v", srv.shutdown)
+	b.Logf("  the %d client processes' CPU over the window: %.2f cores (the machine has %d)", run.procs, f["clients-cpu-cores"], runtime.NumCPU())
 	if casCommits > 0 {
 		b.Logf("  compare-and-set prototype: %d writes applied, %d found another version (%.1f%%)",
 			casCommits, casConflicts, 100*float64(casConflicts)/float64(casCommits+casConflicts))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,6 +67,9 @@ func scaleManyScope(i int) capacity.Scope {
 // [start, end) and reports to the parent as JSON.
 type scaleReport struct {
 	Proc int
+	// CPUNS is the CPU time (user and system) the process used over the
+	// window.
+	CPUNS int64
 	// Grants are the local times (unix nanoseconds) of the grants.
 	Grants []int64
 	// CASCommits and CASConflicts count the prototype's write scripts that
@@ -258,11 +262,12 @@ func TestScaleChild(t *testing.T) {
 	}
 
 	time.Sleep(time.Until(start))
-	cmds0, scripts0 := hook.all.Load(), hook.scripts.Load()
-	var cmds1, scripts1 atomic.Int64
+	cmds0, scripts0, cpu0 := hook.all.Load(), hook.scripts.Load(), scaleCPU()
+	var cmds1, scripts1, cpu1 atomic.Int64
 	atEnd := time.AfterFunc(time.Until(end), func() {
 		cmds1.Store(hook.all.Load())
 		scripts1.Store(hook.scripts.Load())
+		cpu1.Store(scaleCPU())
 	})
 	defer atEnd.Stop()
 	ctx, cancel := context.WithDeadline(context.Background(), end)
@@ -280,7 +285,8 @@ func TestScaleChild(t *testing.T) {
 	wg.Wait()
 	time.Sleep(time.Until(end.Add(10 * time.Millisecond))) // the end counts are taken
 
-	rep := scaleReport{Proc: proc, Reasons: map[string]int64{}, Commands: cmds1.Load() - cmds0, Scripts: scripts1.Load() - scripts0}
+	rep := scaleReport{Proc: proc, Reasons: map[string]int64{}, Commands: cmds1.Load() - cmds0, Scripts: scripts1.Load() - scripts0,
+		CPUNS: cpu1.Load() - cpu0}
 	if cas != nil {
 		rep.CASCommits, rep.CASConflicts = cas.Commits.Load(), cas.Conflicts.Load()
 	}
@@ -389,4 +395,14 @@ func scaleManyCaller(ctx context.Context, s scaleStore, lim capacity.Limits, c *
 			c.rep.Settles++
 		}
 	}
+}
+
+// scaleCPU is the CPU time (user and system) this process has used, in
+// nanoseconds.
+func scaleCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
