@@ -10,12 +10,20 @@ import (
 // bookings take about 3 ms (decision 0007).
 const maxBatch = 32
 
+// maxReleaseBatch bounds a batch of releases alone, which may hold more:
+// a release costs little but the retime of the tickets it leaves, which the
+// batch's releases share (lua/ops.lua). Callers cancelled together (a
+// workflow with many calls waiting, a worker stopped) retime the tickets
+// once per such batch.
+const maxReleaseBatch = 512
+
 // maxBatches bounds the batches of one scope in Redis at once: a batch is
 // sent while the previous one is still in Redis, so neither side idles
 // through a round trip.
 const maxBatches = 2
 
-// Reserves, settles and observations on one scope are decided in batches:
+// Reserves, settles, releases and observations on one scope are decided
+// in batches:
 // an operation that arrives while its scope's previous batches are in Redis
 // waits for one to return and goes with the next (group commit). A lone
 // call goes at once; under load a round trip and one read and write of the
@@ -104,9 +112,16 @@ func (s *Store) do(k *scopeKeys, o *op) (*reply, header, error) {
 	return nil, header{}, o.ctx.Err()
 }
 
-// take removes up to maxBatch pending operations. It requires b.mu.
+// take removes up to maxBatch pending operations, or up to
+// maxReleaseBatch if they are releases. It requires b.mu.
 func (b *batcher) take() []*op {
-	n := min(len(b.pending), maxBatch)
+	n := 0
+	for n < len(b.pending) && n < maxReleaseBatch && b.pending[n].code == opRelease {
+		n++
+	}
+	if n < maxBatch {
+		n = min(len(b.pending), maxBatch)
+	}
 	ops := make([]*op, n)
 	copy(ops, b.pending)
 	b.pending = append(b.pending[:0], b.pending[n:]...)

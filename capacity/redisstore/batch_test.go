@@ -197,3 +197,42 @@ func TestBatchObserveCreatesState(t *testing.T) {
 	require.Equal(t, "ok", ops[0].res.str())
 	require.Equal(t, "ok", ops[1].res.str(), "the observe made the state the settle applies to")
 }
+
+// TestBatchTakesReleasesTogether: pending releases go in one batch of up
+// to maxReleaseBatch, sharing one retime; any other operation keeps
+// batches to maxBatch, and a release batch stops at the first other one.
+func TestBatchTakesReleasesTogether(t *testing.T) {
+	ops := func(codes ...int) []*op {
+		var out []*op
+		for _, c := range codes {
+			out = append(out, &op{code: c})
+		}
+		return out
+	}
+	repeat := func(code, n int) []int {
+		c := make([]int, n)
+		for i := range c {
+			c[i] = code
+		}
+		return c
+	}
+	for _, tt := range []struct {
+		name    string
+		pending []int
+		want    int
+	}{
+		{"releases alone", repeat(opRelease, 600), maxReleaseBatch},
+		{"fewer releases than a batch", repeat(opRelease, 10), 10},
+		{"releases, then a reserve", append(repeat(opRelease, 100), opReserve), 100},
+		{"a few releases and reserves", append(repeat(opRelease, 5), repeat(opReserve, 40)...), maxBatch},
+		{"reserves", repeat(opReserve, 100), maxBatch},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &batcher{pending: ops(tt.pending...)}
+			got := b.take()
+			require.Len(t, got, tt.want)
+			require.Len(t, b.pending, len(tt.pending)-tt.want)
+			require.Equal(t, tt.want, b.sent)
+		})
+	}
+}

@@ -264,9 +264,11 @@ func drawFinal(t *rapid.T, le capacity.Lease) capacity.Charges {
 	return final
 }
 
-// batch sends a few reserves, settles and observations to the Redis store as one batch
-// (one script at one time, as concurrent calls go) and to the memory store
-// one after the other: every answer must be the same as if each ran alone.
+// batch sends a few reserves, settles, releases and observations to the
+// Redis store as one batch (one script at one time, as concurrent calls go)
+// and to the memory store one after the other: every answer must be the
+// same as if each ran alone. (A batch's releases leave the tickets' retime
+// to its next operation of another kind: the answers must not show it.)
 func (m *diffModel) batch(t *rapid.T) {
 	ctx := context.Background()
 	k := m.rs.keysFor(diffScope)
@@ -282,6 +284,16 @@ func (m *diffModel) batch(t *rapid.T) {
 			o, ob := m.drawObservation(t)
 			items = append(items, sent{memErr: m.mem.Observe(ctx, diffScope, o)})
 			ops = append(ops, m.rs.observeOp(ctx, k, ob))
+			continue
+		}
+		if rapid.IntRange(0, 3).Draw(t, "batch-release") == 0 {
+			le := capacity.Lease{Scope: diffScope, Call: m.call(t)} // a ticket's release
+			rle := le
+			if a, b, ok := m.pick(t); ok && rapid.Bool().Draw(t, "batch-release-lease") {
+				le, rle = a, b
+			}
+			items = append(items, sent{memErr: m.mem.Release(ctx, le)})
+			ops = append(ops, m.rs.releaseOp(ctx, k, rle))
 			continue
 		}
 		if a, b, ok := m.pick(t); ok && rapid.Bool().Draw(t, "batch-settle") {
@@ -304,7 +316,7 @@ func (m *diffModel) batch(t *rapid.T) {
 	runOps(m.rs, k, ops)
 	for i, o := range ops {
 		it := items[i]
-		if o.code != opReserve { // a settle or an observe
+		if o.code != opReserve { // a settle, a release or an observe
 			err := o.err
 			if kind := o.res.str(); err == nil && kind != "ok" && kind != "gone" {
 				err = fmt.Errorf("settle: %q %v", kind, o.res.err)

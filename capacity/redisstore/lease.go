@@ -115,9 +115,7 @@ func (s *Store) release(ctx context.Context, lease capacity.Lease) (time.Time, e
 		s.notify.wake(k.scopeKey, 1)
 		return h.now, nil
 	}
-	b1, b2 := s.knownBoundsMicros(k)
-	fields := newLayoutWriter(releaseLayout).put("day_boundary", b1).put("next_boundary", b2).put("id", lease.ID).done()
-	r, h, err := s.do(k, &op{ctx: ctx, code: opRelease, call: lease.Call, fields: fields})
+	r, h, err := s.do(k, s.releaseOp(ctx, k, lease))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -163,4 +161,12 @@ func (s *Store) Renew(ctx context.Context, lease capacity.Lease, ttl time.Durati
 		return capacity.Lease{}, r.err
 	}
 	return le, nil
+}
+
+// releaseOp returns the release of lease (its ticket, if its ID is empty)
+// as an operation of a batch (scripts 5.2 and later).
+func (s *Store) releaseOp(ctx context.Context, k *scopeKeys, lease capacity.Lease) *op {
+	b1, b2 := s.knownBoundsMicros(k)
+	fields := newLayoutWriter(releaseLayout).put("day_boundary", b1).put("next_boundary", b2).put("id", lease.ID).done()
+	return &op{ctx: ctx, code: opRelease, call: lease.Call, fields: fields}
 }
