@@ -9,12 +9,11 @@
 // bucket holding Limits.Burst of its rate (5 s by default), of which
 // Limits.SafetyMargin (0.95) is used.
 //
-// A call asks a Store to Reserve its Charges, which a Profile computes from
-// the call's Demand as its provider counts it (OpenAIProfile,
-// AnthropicProfile, GeminiProfile). A grant is a Lease, renewed while the
-// call runs; when the call answers, Settle charges what it used (Usage,
-// through the profile) and Observe corrects the scope from the provider's
-// rate-limit headers (package headers). A denial says when the demand will
+// A call asks a Store to Reserve its Charges, which its provider's profile
+// computes from the call's Demand (package accounting). A grant is a Lease,
+// renewed while the call runs; when the call answers, Settle charges what
+// it used (Usage, through the profile) and Observe corrects the scope from
+// the provider's rate-limit headers (package headers). A denial says when the demand will
 // fit (Reservation.RetryAt) and may book that capacity for the call, which is
 // then granted at that time without competing again. Classes rank calls
 // (interactive before standard before bulk) and fairness keys share a class

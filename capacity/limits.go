@@ -32,9 +32,9 @@ type Limits struct {
 	// If zero, DefaultSafetyMargin.
 	SafetyMargin float64
 	// DayReset says when per-day counters reset. The zero value is the
-	// provider's own boundary when its profile has one (ProfileDayReset;
-	// Gemini: midnight Pacific), else midnight UTC; set Location to
-	// time.UTC to ask for UTC explicitly.
+	// provider's own boundary when its profile has one
+	// (accounting.ProfileDayReset; Gemini: midnight Pacific), else midnight
+	// UTC; set Location to time.UTC to ask for UTC explicitly.
 	DayReset DayBoundary
 
 	// StandardFloor and BulkFloor protect higher classes: the fraction [0, 1)
