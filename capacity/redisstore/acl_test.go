@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,21 +16,41 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
-// aclRules is the least a store's Redis user needs (see the package doc).
-const aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
-	"+evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del " +
-	"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +hincrby +hincrbyfloat +pexpire " +
-	"+zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +zcount +spublish +rpush +lrange +ltrim"
+// aclRules is the least a store's Redis user needs (see the package doc);
+// aclFunctions lets it load and call the scripts' function library.
+const (
+	aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
+		"+evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del " +
+		"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +hincrby +hincrbyfloat +pexpire " +
+		"+zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +zcount +spublish +rpush +lrange +ltrim"
+	aclFunctions = "+fcall +fcall_ro +function|load"
+)
 
 // TestACLUser: a store works as a Redis user restricted to its prefix and
-// the commands the package doc lists.
+// the commands the package doc lists: with EVALSHA alone, and with the
+// function library where the user may load it.
 func TestACLUser(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		name, rules string
+		functions   bool
+	}{
+		{"least", aclRules, false},
+		{"functions", aclRules + " " + aclFunctions, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			testACLUser(t, tt.rules, tt.functions)
+		})
+	}
+}
+
+func testACLUser(t *testing.T, rules string, functions bool) {
 	srv := testenv.StartRedisServer(t, "")
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 	ctx := context.Background()
-	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "tollgate"}, toAny(strings.Fields(aclRules))...)...).Err())
+	require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "tollgate"}, toAny(strings.Fields(rules))...)...).Err())
 
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "tollgate", Password: "s3cret"})
 	defer rdb.Close()
@@ -68,12 +89,30 @@ func TestACLUser(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.LedgerRows(ctx, "2026-10-15")
 	require.NoError(t, err)
+	stats, err := admin.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	// The learned reservations and the ledger are scripts of their own,
+	// sent with EVALSHA either way; a refused FCALL counts as rejected.
+	require.Equal(t, functions, commandCalls(stats, "fcall") > 0, "FCALL ran:\n%s", stats)
+	require.Equal(t, functions, commandCalls(stats, "fcall_ro") > 0, "FCALL_RO ran (Snapshot):\n%s", stats)
+	require.Equal(t, !functions, commandCalls(stats, "evalsha_ro") > 0, "EVALSHA_RO ran (Snapshot):\n%s", stats)
+	require.Equal(t, !functions, s.functions.off.Load(), "functions turned off")
 	// Outside its prefix the user can do nothing.
 	other, err := New(rdb, Options{Prefix: "other"})
 	require.NoError(t, err)
 	defer other.Close()
 	_, err = other.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "c", Attempt: 1, Charges: oneCharge()})
 	require.ErrorContains(t, err, "NOPERM")
+}
+
+// commandCalls is the calls of command that ran, from INFO commandstats.
+func commandCalls(stats, command string) int {
+	_, rest, ok := strings.Cut(stats, "cmdstat_"+command+":calls=")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+	return n
 }
 
 func toAny(ss []string) []any {

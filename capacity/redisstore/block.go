@@ -38,7 +38,7 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 	detail := strings.ReplaceAll(b.Detail, "\x00", "")
 	if b.Credential {
 		args := []any{s.nowArg(), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing)}
-		if err := s.scripts.blockCred.Run(ctx, s.rdb, k.keys[keyCredBlock:keyCredBlock+1], args...).Err(); err != nil {
+		if err := s.call(ctx, s.scripts.blockCred, k.keys[keyCredBlock:keyCredBlock+1], args, false).Err(); err != nil {
 			return s.orFallback(s.failed(ctx, "block", err))
 		}
 		s.up()

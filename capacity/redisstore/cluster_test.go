@@ -37,15 +37,23 @@ func TestCluster(t *testing.T) {
 	t.Parallel()
 	cl := testenv.StartRedisCluster(t, clusterMasters)
 	rdb := cl.Client(t)
+	var stores []*Store
+	var mu sync.Mutex
 	factory := func(t *testing.T, clock capacity.Clock) capacity.Store {
 		s, err := New(rdb, Options{Prefix: "cluster-" + t.Name(), Clock: clock})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
+		mu.Lock()
+		stores = append(stores, s)
+		mu.Unlock()
 		return s
 	}
 	storetest.Run(t, factory)
 	storetest.RunCases(t, storetest.ClassCases, factory)
 	storetest.RunCases(t, storetest.FairCases, factory)
+	for _, s := range stores {
+		require.False(t, s.functions.off.Load(), "a store fell back to EVALSHA: the library was not loaded on every master")
+	}
 
 	tags := tagsByMaster(t, rdb, "{cluster-")
 	total := 0

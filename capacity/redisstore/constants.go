@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "5.2"
+const scriptVersion = "5.3"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -86,7 +87,7 @@ var (
 // luaConstant is one constant of lua/constants.lua.
 type luaConstant struct {
 	name  string
-	value any // int, int64, float64, string, []string, map[int]int, map[int]string, []recordField, map[string]wireLayout
+	value any // int, int64, float64, string, []string, map[int]int, map[int]string, map[string]int, []recordField, map[string]wireLayout
 	doc   string
 }
 
@@ -133,34 +134,23 @@ func luaConstants() []luaConstant {
 		{"RATE_RECOVERY", tuning.RateRecovery, "tuning.RateRecovery: the rate's recovery a second"},
 		{"MIN_RATE_FACTOR", tuning.MinRateFactor, "tuning.MinRateFactor"},
 		{"COOLDOWN", int(capacity.Cooldown), "capacity.Cooldown (a BlockReason)"},
-		{"DENY_CAPACITY", int(capacity.DenyCapacity), "capacity.DenyReason"},
-		{"DENY_BLOCKED", int(capacity.DenyBlocked), ""},
-		{"DENY_DEADLINE", int(capacity.DenyDeadline), ""},
-		{"DENY_DAILY_QUOTA", int(capacity.DenyDailyQuota), ""},
-		{"DENY_TICKET", int(capacity.DenyTicket), ""},
-		{"DENY_KEY_CAP", int(capacity.DenyKeyCap), ""},
-		{"DENY_KEY_QUOTA", int(capacity.DenyKeyQuota), ""},
-		{"OP_RESERVE", opReserve, "operation codes of a batch (constants.go)"},
-		{"OP_SETTLE", opSettle, ""},
-		{"OP_OBSERVE", opObserve, ""},
-		{"OP_RELEASE", opRelease, ""},
+		{"DENY", map[string]int{
+			"CAPACITY": int(capacity.DenyCapacity), "BLOCKED": int(capacity.DenyBlocked), "DEADLINE": int(capacity.DenyDeadline),
+			"DAILY_QUOTA": int(capacity.DenyDailyQuota), "TICKET": int(capacity.DenyTicket), "KEY_CAP": int(capacity.DenyKeyCap),
+			"KEY_QUOTA": int(capacity.DenyKeyQuota),
+		}, "capacity.DenyReason, by name"},
+		{"OP", map[string]int{"RESERVE": opReserve, "SETTLE": opSettle, "OBSERVE": opObserve, "RELEASE": opRelease},
+			"operation codes of a batch, by name (constants.go)"},
 		{"OP_FIELDS", map[int]int{opReserve: reserveLayout.size(), opSettle: settleLayout.size(), opObserve: observeLayout.size(), opRelease: releaseLayout.size()}, "values of each operation after its code and call (wire.go)"},
 		{"LAYOUTS", map[string]wireLayout{"reserve": reserveLayout, "settle": settleLayout, "observe": observeLayout, "release": releaseLayout, "limits": limitsLayout},
 			"each message's fields {name, width, kind}, in order (wire.go), read by readLayout"},
-		{"K_EPOCH", keyEpoch + 1, "KEYS of a scope script (keys.go)"},
-		{"K_CRED_BLOCK", keyCredBlock + 1, ""},
-		{"K_STATE", keyState + 1, ""},
-		{"K_LEASES", keyLeases + 1, ""},
-		{"K_TICKETS", keyTickets + 1, ""},
-		{"K_TICKET_EXPIRIES", keyTicketExp + 1, ""},
-		{"K_TICKET_TIMES", keyTicketAt + 1, ""},
-		{"K_FLOWS", keyFlows + 1, ""},
-		{"K_KEY_CAPS", keyKeyCaps + 1, ""},
-		{"K_RECENT", keyRecent + 1, ""},
-		{"K_ORDER", keyOrder + 1, "rank r's tickets in their order: KEYS[K_ORDER + r]"},
-		{"K_LEASE_MARKS", keyLeaseMarks + 1, ""},
-		{"K_LEASE_EXPIRIES", keyLeaseExpiries + 1, ""},
-		{"K_LAPSED", keyLapsed + 1, ""},
+		{"K", map[string]int{
+			"EPOCH": keyEpoch + 1, "CRED_BLOCK": keyCredBlock + 1, "STATE": keyState + 1, "LEASES": keyLeases + 1,
+			"TICKETS": keyTickets + 1, "TICKET_EXPIRIES": keyTicketExp + 1, "TICKET_TIMES": keyTicketAt + 1,
+			"FLOWS": keyFlows + 1, "KEY_CAPS": keyKeyCaps + 1, "RECENT": keyRecent + 1, "LEASE_MARKS": keyLeaseMarks + 1,
+			"LEASE_EXPIRIES": keyLeaseExpiries + 1, "LAPSED": keyLapsed + 1,
+			"ORDER": keyOrder + 1, // rank r's tickets in their order: KEYS[K.ORDER + r]
+		}, "each KEYS index of a scope script, by name (keys.go)"},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
 		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},
 	}
@@ -202,6 +192,13 @@ func luaValue(v any) string {
 		return luaMap(v, strconv.Itoa, strconv.Itoa)
 	case map[int]string:
 		return luaMap(v, strconv.Itoa, strconv.Quote)
+	case map[string]int:
+		names := slices.Sorted(maps.Keys(v))
+		parts := make([]string, len(names))
+		for i, name := range names {
+			parts[i] = name + " = " + strconv.Itoa(v[name])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
 	case map[string]wireLayout:
 		names := make([]string, 0, len(v))
 		for name := range v {

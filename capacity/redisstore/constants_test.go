@@ -37,15 +37,27 @@ func TestScriptsPlain(t *testing.T) {
 	}
 }
 
-// TestScriptsLoad: Redis compiles every script.
+// TestScriptsLoad: Redis compiles every script, and loads the library
+// with a function for each, the snapshot's read-only.
 func TestScriptsLoad(t *testing.T) {
 	rdb := testClient(t)
 	ctx := context.Background()
 	s := current
-	for name, sc := range map[string]*redis.Script{
-		"ops": s.ops, "renew": s.renew, "block": s.block,
-		"snapshot": s.snapshot, "unblock": s.unblock, "blockcred": s.blockCred, "failure": s.failure,
-	} {
-		require.NoError(t, sc.Load(ctx, rdb).Err(), name)
+	for _, sc := range []*script{s.ops, s.renew, s.block, s.snapshot, s.unblock, s.blockCred, s.failure} {
+		require.NoError(t, sc.eval.Load(ctx, rdb).Err(), sc.name)
 	}
+	require.NoError(t, rdb.FunctionLoadReplace(ctx, s.library.source).Err())
+	libs, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: s.library.name}).Result()
+	require.NoError(t, err)
+	require.Len(t, libs, 1)
+	got := map[string][]string{}
+	for _, f := range libs[0].Functions {
+		got[f.Name] = f.Flags
+	}
+	want := map[string][]string{}
+	for _, name := range scriptNames {
+		want[s.library.name+"_"+name] = []string{}
+	}
+	want[s.library.name+"_snapshot"] = []string{"no-writes"}
+	require.Equal(t, want, got)
 }

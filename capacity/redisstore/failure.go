@@ -24,7 +24,7 @@ func (s *Store) AddFailure(ctx context.Context, sc capacity.Scope, call string, 
 	if err == nil {
 		k := s.keysFor(sc)
 		var v any
-		v, err = s.scripts.failure.Run(ctx, s.rdb, []string{k.failure + call}, s.nowArg(), ttl.Microseconds()).Result()
+		v, err = s.call(ctx, s.scripts.failure, []string{k.failure + call}, []any{s.nowArg(), ttl.Microseconds()}, false).Result()
 		if err == nil {
 			s.up()
 			n, ok := v.(int64)

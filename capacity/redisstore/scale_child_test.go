@@ -120,7 +120,8 @@ func (h *scaleHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 func (h *scaleHook) count(cmd redis.Cmder) {
 	h.all.Add(1)
-	if n := cmd.Name(); n == "evalsha" || n == "eval" {
+	switch cmd.Name() {
+	case "fcall", "fcall_ro", "evalsha", "eval":
 		h.scripts.Add(1)
 	}
 }

@@ -29,18 +29,31 @@ const LoweredLimitMemory = tuning.LoweredLimitMemory
 const HalfOpenMemory = 24 * time.Hour
 
 // scripts are the store's Lua scripts, one per operation, each one round
-// trip (EVALSHA, falling back to EVAL on NOSCRIPT after a restart or
-// failover). A scope script is constants.lua, state.lua, rules.lua and its
-// own file, joined as they are: nothing is written into them.
+// trip: a function of their library (FCALL; see library), or the script
+// itself (EVALSHA, falling back to EVAL on NOSCRIPT after a restart or
+// failover). A scope script is eval.lua, globals.lua, constants.lua,
+// state.lua, rules.lua and its own file, joined as they are: nothing is
+// written into them. The library is library.lua, the same files, every
+// script's own file and register.lua, after a two-line header that names
+// it.
 type scripts struct {
-	ops, renew, block, snapshot, unblock *redis.Script // scope scripts
-	blockCred, failure                   *redis.Script // constants.lua and their own file
+	ops, renew, block, snapshot, unblock *script // scope scripts
+	blockCred, failure                   *script // constants.lua and their own file
 	// release is the release script of scripts before 5.2 (nil in later
 	// ones, whose releases are operations of ops).
-	release *redis.Script
+	release *script
+	// library is the scripts as functions (nil in scripts before 5.3).
+	library *library
 	// readOnlySnapshot: snapshot writes nothing and runs as EVALSHA_RO
-	// (scripts 3.2 and later).
+	// (scripts 3.2 and later) or FCALL_RO.
 	readOnlySnapshot bool
+}
+
+// script is one script: its name, the function's in the library, and its
+// source for EVALSHA.
+type script struct {
+	name string
+	eval *redis.Script
 }
 
 // current are the scripts of this version.
@@ -50,10 +63,12 @@ var current = func() *scripts {
 	return s
 }()
 
-// loadScripts reads the scripts from dir of files.
+// loadScripts reads the scripts from dir of files: this version's, or an
+// older one's (tests of a rolling deploy), which has no eval.lua or
+// library.lua.
 func loadScripts(files fs.FS, dir string) (*scripts, error) {
 	var firstErr error
-	read := func(names ...string) *redis.Script {
+	join := func(names ...string) string {
 		var src []byte
 		for _, name := range names {
 			b, err := fs.ReadFile(files, path.Join(dir, name))
@@ -62,37 +77,60 @@ func loadScripts(files fs.FS, dir string) (*scripts, error) {
 			}
 			src = append(append(src, b...), '\n')
 		}
-		return redis.NewScript(string(src))
+		return string(src)
 	}
+	_, err := fs.Stat(files, path.Join(dir, "library.lua"))
+	functions := err == nil
 	src := scriptSources()
+	read := func(name string) *script {
+		files := src[name]
+		if !functions {
+			files = files[2:] // no eval.lua or globals.lua
+		}
+		return &script{name: name, eval: redis.NewScript(join(files...))}
+	}
 	s := &scripts{
-		ops:       read(src["ops"]...),
-		renew:     read(src["renew"]...),
-		block:     read(src["block"]...),
-		snapshot:  read(src["snapshot"]...),
-		unblock:   read(src["unblock"]...),
-		blockCred: read(src["blockcred"]...),
-		failure:   read(src["failure"]...),
+		ops: read("ops"), renew: read("renew"), block: read("block"), snapshot: read("snapshot"),
+		unblock: read("unblock"), blockCred: read("blockcred"), failure: read("failure"),
+	}
+	if functions {
+		s.library = newLibrary(join(librarySources()...))
 	}
 	if _, err := fs.Stat(files, path.Join(dir, "release.lua")); err == nil {
-		s.release = read("constants.lua", "state.lua", "rules.lua", "release.lua")
+		s.release = &script{name: "release", eval: redis.NewScript(join("constants.lua", "state.lua", "rules.lua", "release.lua"))}
 	}
 	return s, firstErr
 }
 
+// scriptNames are the scripts, in the order the library holds them.
+var scriptNames = []string{"ops", "renew", "block", "snapshot", "unblock", "blockcred", "failure"}
+
 // scriptSources returns the files each script is joined from, by script:
-// a scope script is constants.lua, state.lua, rules.lua and its own file.
-// (Scripts before 5.2 also have release.lua, a scope script.)
+// a scope script is eval.lua, globals.lua, constants.lua, state.lua,
+// rules.lua and its own file; blockcred and failure are eval.lua,
+// globals.lua, constants.lua and their own. (Scripts before 5.3 have no
+// eval.lua or globals.lua; those before 5.2 also release.lua, a scope
+// script.)
 func scriptSources() map[string][]string {
-	scope := func(name string) []string {
-		return []string{"constants.lua", "state.lua", "rules.lua", name + ".lua"}
+	src := map[string][]string{}
+	for _, name := range scriptNames {
+		switch name {
+		case "blockcred", "failure":
+			src[name] = []string{"eval.lua", "globals.lua", "constants.lua", name + ".lua"}
+		default:
+			src[name] = []string{"eval.lua", "globals.lua", "constants.lua", "state.lua", "rules.lua", name + ".lua"}
+		}
 	}
-	return map[string][]string{
-		"ops": scope("ops"), "renew": scope("renew"),
-		"block": scope("block"), "snapshot": scope("snapshot"), "unblock": scope("unblock"),
-		"blockcred": {"constants.lua", "blockcred.lua"},
-		"failure":   {"constants.lua", "failure.lua"},
+	return src
+}
+
+// librarySources returns the files the library is joined from.
+func librarySources() []string {
+	files := []string{"library.lua", "globals.lua", "constants.lua", "state.lua", "rules.lua"}
+	for _, name := range scriptNames {
+		files = append(files, name+".lua")
 	}
+	return append(files, "register.lua")
 }
 
 // mustLoadScripts loads the embedded scripts; they are part of the binary,

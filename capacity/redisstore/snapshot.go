@@ -23,11 +23,8 @@ func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snaps
 	}
 	k := s.keysFor(sc)
 	b1, b2 := s.knownBounds(k)
-	exec := s.scripts.snapshot.Run
-	if s.scripts.readOnlySnapshot {
-		exec = s.scripts.snapshot.RunRO // reading a scope never changes it
-	}
-	r, h, err := s.runWith(ctx, "snapshot", exec, k, s.commonArgs(k, b1, b2, 0))
+	// Reading a scope never changes it: read-only where the scripts say so.
+	r, h, err := s.runWith(ctx, "snapshot", s.scripts.snapshot, s.scripts.readOnlySnapshot, k, s.commonArgs(k, b1, b2, 0))
 	if err != nil {
 		return capacity.Snapshot{}, err
 	}

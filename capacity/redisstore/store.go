@@ -30,6 +30,8 @@ type Store struct {
 	// scripts are the Lua scripts it runs: this version's (tests of
 	// upgrades run an earlier version's).
 	scripts *scripts
+	// functions is its use of the scripts' function library.
+	functions functions
 	// v3Ops sends operations in the layout of scripts 3.x (tests of a
 	// rolling deploy that run those scripts: the previous worker's Go).
 	v3Ops bool
@@ -181,16 +183,15 @@ func (s *Store) commonArgs(k *scopeKeys, b1, b2 any, extra int) []any {
 	return append(args, s.nowArg(), s.id, k.channel, b1, b2)
 }
 
-// run runs script on the scope's keys and checks its reply header. It
+// run runs sc on the scope's keys and checks its reply header. It
 // returns the reply positioned after the header.
-func (s *Store) run(ctx context.Context, op string, script *redis.Script, k *scopeKeys, args []any) (*reply, header, error) {
-	return s.runWith(ctx, op, script.Run, k, args)
+func (s *Store) run(ctx context.Context, op string, sc *script, k *scopeKeys, args []any) (*reply, header, error) {
+	return s.runWith(ctx, op, sc, false, k, args)
 }
 
-// runWith is run with exec as the way to send the script: Script.Run, or
-// Script.RunRO (EVALSHA_RO) for a script that writes nothing.
-func (s *Store) runWith(ctx context.Context, op string, exec func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd, k *scopeKeys, args []any) (*reply, header, error) {
-	v, err := exec(ctx, s.rdb, k.keys, args...).Result()
+// runWith is run, read-only if ro (for a script that writes nothing).
+func (s *Store) runWith(ctx context.Context, op string, sc *script, ro bool, k *scopeKeys, args []any) (*reply, header, error) {
+	v, err := s.call(ctx, sc, k.keys, args, ro).Result()
 	if err != nil {
 		return nil, header{}, s.failed(ctx, op, err)
 	}
@@ -208,6 +209,11 @@ func (s *Store) runWith(ctx context.Context, op string, exec func(context.Contex
 		s.notify.wake(k.scopeKey, 1)
 	}
 	return r, h, nil
+}
+
+// call runs sc on keys with args (functions.call).
+func (s *Store) call(ctx context.Context, sc *script, keys []string, args []any, ro bool) *redis.Cmd {
+	return s.functions.call(ctx, s.rdb, s.scripts.library, sc, keys, args, ro)
 }
 
 // header is what every scope script reply begins with.

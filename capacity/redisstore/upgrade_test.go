@@ -30,6 +30,7 @@ var previousScripts = []struct {
 	{"4.7", "testdata/scripts-v4.7", false}, // before the indexes of 5.0 (decision 0007)
 	{"5.0", "testdata/scripts-v5.0", false}, // remembers ended leases, not lapsed ones
 	{"5.1", "testdata/scripts-v5.1", false}, // releases in a script of their own
+	{"5.2", "testdata/scripts-v5.2", false}, // scripts only, no function library
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
@@ -236,7 +237,7 @@ func TestUpgradeRebuildsIndexes(t *testing.T) {
 }
 
 // TestUpgradeRebuildsOnlyWhatLacksIndexes: a state saved last by scripts
-// that keep 5.0's indexes (5.0, 5.1) is decided on as it is; one saved by
+// that keep 5.0's indexes (5.0 to 5.2) is decided on as it is; one saved by
 // 4.7, which keeps none, is re-indexed (index.keptBy in lua/state.lua). A
 // rebuild begins by deleting the index keys, so the commands a reserve ran
 // on a server of its own tell the two apart.
@@ -248,6 +249,7 @@ func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
 		{"4.7", "testdata/scripts-v4.7", true},
 		{"5.0", "testdata/scripts-v5.0", false},
 		{"5.1", "testdata/scripts-v5.1", false},
+		{"5.2", "testdata/scripts-v5.2", false},
 	} {
 		t.Run(tt.version, func(t *testing.T) {
 			srv := testenv.StartRedisServer(t, "")

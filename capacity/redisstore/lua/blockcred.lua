@@ -8,19 +8,25 @@
 -- lasts from now (µs, at most MAX_BLOCK), detail, half-open, probing.
 -- Reply: now
 
-local NOW
-if ARGV[1] ~= '' then
-  NOW = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  NOW = t[1] * 1000000 + t[2]
+-- entries.blockcred runs the script: keys and args are its KEYS and ARGV.
+function entries.blockcred(keys, args)
+  useGlobals()
+  local now
+  if args[1] ~= '' then
+    now = tonumber(args[1])
+  else
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+  -- Held to MAX_BLOCK, as MemoryStore.Block (boundBlock in state.lua).
+  local ends = now + math.min(tonumber(args[3]), MAX_BLOCK)
+  local b = {tonumber(args[2]), ends, args[4], math.min(math.max(tonumber(args[5]), 0), MAX_BLOCK), tonumber(args[6])}
+  local cur = redis.call('GET', keys[1])
+  if cur and b[2] <= cmsgpack.unpack(cur)[2] then return now end
+  local stop = b[2]
+  if b[4] > 0 then stop = stop + b[4] + HALF_OPEN_MEMORY end
+  redis.call('SET', keys[1], cmsgpack.pack(b), 'PX', math.ceil(math.max(0, stop - now) / 1000) + SLACK / 1000)
+  return now
 end
--- Held to MAX_BLOCK, as MemoryStore.Block (boundBlock in state.lua).
-local ends = NOW + math.min(tonumber(ARGV[3]), MAX_BLOCK)
-local b = {tonumber(ARGV[2]), ends, ARGV[4], math.min(math.max(tonumber(ARGV[5]), 0), MAX_BLOCK), tonumber(ARGV[6])}
-local cur = redis.call('GET', KEYS[1])
-if cur and b[2] <= cmsgpack.unpack(cur)[2] then return NOW end
-local stop = b[2]
-if b[4] > 0 then stop = stop + b[4] + HALF_OPEN_MEMORY end
-redis.call('SET', KEYS[1], cmsgpack.pack(b), 'PX', math.ceil(math.max(0, stop - NOW) / 1000) + SLACK / 1000)
-return NOW
+
+if EVAL_KEYS then return entries.blockcred(EVAL_KEYS, EVAL_ARGV) end

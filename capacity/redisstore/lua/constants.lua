@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "5.2"
+local SCRIPT_VERSION = "5.3"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -69,19 +69,10 @@ local RATE_RECOVERY = 0.01
 local MIN_RATE_FACTOR = 0.25
 -- capacity.Cooldown (a BlockReason)
 local COOLDOWN = 1
--- capacity.DenyReason
-local DENY_CAPACITY = 1
-local DENY_BLOCKED = 2
-local DENY_DEADLINE = 3
-local DENY_DAILY_QUOTA = 4
-local DENY_TICKET = 5
-local DENY_KEY_CAP = 6
-local DENY_KEY_QUOTA = 7
--- operation codes of a batch (constants.go)
-local OP_RESERVE = 1
-local OP_SETTLE = 2
-local OP_OBSERVE = 3
-local OP_RELEASE = 4
+-- capacity.DenyReason, by name
+local DENY = {BLOCKED = 2, CAPACITY = 1, DAILY_QUOTA = 4, DEADLINE = 3, KEY_CAP = 6, KEY_QUOTA = 7, TICKET = 5}
+-- operation codes of a batch, by name (constants.go)
+local OP = {OBSERVE = 3, RELEASE = 4, RESERVE = 1, SETTLE = 2}
 -- values of each operation after its code and call (wire.go)
 local OP_FIELDS = {[1] = 23, [2] = 18, [3] = 31, [4] = 3}
 -- each message's fields {name, width, kind}, in order (wire.go), read by readLayout
@@ -92,22 +83,8 @@ local LAYOUTS = {
   reserve = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"attempt", 1, "number"}, {"class", 1, "number"}, {"charges", 7, "number"}, {"ttl", 1, "number"}, {"deadline", 1, "number"}, {"book", 1, "number"}, {"since", 1, "number"}, {"rank", 1, "number"}, {"floor", 1, "number"}, {"weight", 1, "number"}, {"key", 1, "string"}, {"share", 1, "number"}, {"tokens_per_day", 1, "number"}, {"fair_start", 1, "number"}, {"limits", 1, "string"}},
   settle = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"attempt", 1, "number"}, {"delta", 7, "number"}, {"class", 1, "number"}, {"key", 1, "string"}, {"weight", 1, "number"}, {"reserved", 4, "number"}, {"granted_at", 1, "number"}},
 }
--- KEYS of a scope script (keys.go)
-local K_EPOCH = 1
-local K_CRED_BLOCK = 2
-local K_STATE = 3
-local K_LEASES = 4
-local K_TICKETS = 5
-local K_TICKET_EXPIRIES = 6
-local K_TICKET_TIMES = 7
-local K_FLOWS = 9
-local K_KEY_CAPS = 10
-local K_RECENT = 11
--- rank r's tickets in their order: KEYS[K_ORDER + r]
-local K_ORDER = 12
-local K_LEASE_MARKS = 20
-local K_LEASE_EXPIRIES = 21
-local K_LAPSED = 22
+-- each KEYS index of a scope script, by name (keys.go)
+local K = {CRED_BLOCK = 2, EPOCH = 1, FLOWS = 9, KEY_CAPS = 10, LAPSED = 22, LEASES = 4, LEASE_EXPIRIES = 21, LEASE_MARKS = 20, ORDER = 12, RECENT = 11, STATE = 3, TICKETS = 5, TICKET_EXPIRIES = 6, TICKET_TIMES = 7}
 -- a stored lease (constants.go: leaseFields)
 local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}, {"inflight", "dimension"}}
 -- a stored ticket (constants.go: ticketFields)

@@ -29,8 +29,13 @@
 -- from the budget and the fair order alone, so the tickets end where
 -- releases each followed by a retime would leave them.
 
-local GRACE = tonumber(ARGV[6])
-local BATCH_LIMITS = ARGV[7]
+-- This file's locals are a block's (do ... end, not indented): in the
+-- function library the next file's start where they end, and a Lua
+-- function holds at most 200 locals at a time.
+do
+-- GRACE and BATCH_LIMITS are the batch's ticket grace and limits
+-- signature (entries.ops sets them).
+local GRACE, BATCH_LIMITS
 
 -- deny returns a denial as the reply holds it (Redis only); blk is the
 -- block in force ({} for none). A caller
@@ -80,7 +85,7 @@ local function claimCredentialProbe()
   if CB and CB[4] > 0 and CB[2] <= NOW then
     CB = {CB[1], NOW + CB[4], CB[3], CB[4], 1}
     local stop = CB[2] + CB[4] + HALF_OPEN_MEMORY
-    write('SET', KEYS[K_CRED_BLOCK], cmsgpack.pack(CB), 'PX', ceil((stop - NOW + SLACK) / 1000))
+    write('SET', KEYS[K.CRED_BLOCK], cmsgpack.pack(CB), 'PX', ceil((stop - NOW + SLACK) / 1000))
   end
 end
 
@@ -102,7 +107,7 @@ local function claimTicket(req, tk)
       tk.told = tk.at
       putTicket(req.call, tk)
     end
-    return deny(DENY_TICKET, 0, tk.at, true)
+    return deny(DENY.TICKET, 0, tk.at, true)
   end
   local fl = req.floor
   local w = ticketShortfall(tk, fl)
@@ -111,9 +116,9 @@ local function claimTicket(req, tk)
     tk.at, tk.expires = NOW + w, NOW + w + GRACE
     tk.told = tk.at
     putTicket(req.call, tk)
-    return deny(DENY_TICKET, 0, tk.at, true)
+    return deny(DENY.TICKET, 0, tk.at, true)
   end
-  if not slotFree(fl) then return deny(DENY_CAPACITY, IN_FLIGHT - 1, nextSlotAt(), true) end
+  if not slotFree(fl) then return deny(DENY.CAPACITY, IN_FLIGHT - 1, nextSlotAt(), true) end
   return grantTicket(req)
 end
 
@@ -126,7 +131,7 @@ local function dailyDenial(req, fl)
     if cap > 0 then
       local allowance = max(cap - floor(fl * cap), x)
       if S.day_used[d] + x > allowance + EPSILON then
-        return deny(DENY_DAILY_QUOTA, d - 1, S.day_end, false)
+        return deny(DENY.DAILY_QUOTA, d - 1, S.day_end, false)
       end
     end
   end
@@ -140,7 +145,7 @@ local function keyCapDenial(req)
   if req.share <= 0 and req.tokens_per_day <= 0 then return nil end
   local k = fair.refreshKey(req.key, req.share)
   if req.tokens_per_day > 0 and k.day_used + fair.keyTokens(req.charges) > req.tokens_per_day + EPSILON then
-    return deny(DENY_KEY_QUOTA, TOKENS_PER_DAY - 1, k.day_end, false)
+    return deny(DENY.KEY_QUOTA, TOKENS_PER_DAY - 1, k.day_end, false)
   end
   if req.share > 0 then
     local wait, binding = 0, -1
@@ -154,7 +159,7 @@ local function keyCapDenial(req)
         end
       end
     end
-    if binding >= 0 then return deny(DENY_KEY_CAP, binding, NOW + wait, false) end
+    if binding >= 0 then return deny(DENY.KEY_CAP, binding, NOW + wait, false) end
   end
   return nil
 end
@@ -205,7 +210,7 @@ local function admit(req)
 
   local retry = NOW + wait
   if binding < 0 then binding, retry = IN_FLIGHT - 1, nextSlotAt() end
-  if req.deadline > 0 and retry > req.deadline then return deny(DENY_DEADLINE, binding, retry, false) end
+  if req.deadline > 0 and retry > req.deadline then return deny(DENY.DEADLINE, binding, retry, false) end
   if req.book and binding ~= IN_FLIGHT - 1 and wait < MAX_BLOCK then
     -- Book the future capacity now (x/time/rate's Reserve): the bucket
     -- goes negative, so later callers queue behind this one. A wait at
@@ -227,9 +232,9 @@ local function admit(req)
       retry = getTicket(req.call).at
       if retry <= NOW and slotFree(fl) then return grantTicket(req) end
     end
-    return deny(DENY_CAPACITY, binding, retry, true)
+    return deny(DENY.CAPACITY, binding, retry, true)
   end
-  return deny(DENY_CAPACITY, binding, retry, false)
+  return deny(DENY.CAPACITY, binding, retry, false)
 end
 
 -- blockDenial returns the denial of a blocked scope, or nil: the scope's
@@ -237,10 +242,10 @@ end
 local function blockDenial()
   local cb = CB and CB[2] > NOW and CB
   if activeBlock() then
-    if cb and cb[2] > S.block_until then return deny(DENY_BLOCKED, 0, cb[2], false, blockReply(cb)) end
-    return deny(DENY_BLOCKED, 0, S.block_until, false, blockReply())
+    if cb and cb[2] > S.block_until then return deny(DENY.BLOCKED, 0, cb[2], false, blockReply(cb)) end
+    return deny(DENY.BLOCKED, 0, S.block_until, false, blockReply())
   end
-  if cb then return deny(DENY_BLOCKED, 0, cb[2], false, blockReply(cb)) end
+  if cb then return deny(DENY.BLOCKED, 0, cb[2], false, blockReply(cb)) end
   return nil
 end
 
@@ -342,7 +347,8 @@ end
 
 -- releases holds the batch's releases (one local: a Lua function has at
 -- most 200). releases.retime is set by a release whose retime is pending.
-local releases = {retime = false}
+local releases = {}
+resets[#resets + 1] = function() releases.retime = false end
 
 -- releases.retimeDue retimes the tickets if a release left them to be.
 function releases.retimeDue()
@@ -381,18 +387,18 @@ end
 
 -- run decides the operation with code at ARGV[i] and returns its result.
 local function run(code, c, i)
-  if code == OP_RELEASE then
+  if code == OP.RELEASE then
     local m = readLayout(LAYOUTS.release, ARGV, i)
     BOUND1, BOUND2 = m.day_boundary, m.next_boundary
     return releases.release(c, m.id)
   end
   releases.retimeDue()
-  if code == OP_RESERVE then
+  if code == OP.RESERVE then
     local res = reserve(reserveOp(c, i))
     LOADED = true
     return res
   end
-  if code == OP_SETTLE then
+  if code == OP.SETTLE then
     local m = readLayout(LAYOUTS.settle, ARGV, i)
     BOUND1, BOUND2 = m.day_boundary, m.next_boundary
     local r = m.reserved
@@ -406,38 +412,46 @@ local function run(code, c, i)
   return 'ok'
 end
 
--- One pass checks the operations; a reserve or an observe creates the
--- scope's state.
-local create, i = false, 8
-while ARGV[i] do
-  local code = tonumber(ARGV[i])
-  if not OP_FIELDS[code] or not ARGV[i + 1 + OP_FIELDS[code]] then
-    return redis.error_reply('tollgate: malformed operation at argument ' .. i)
+-- entries.ops runs a batch: keys and args are the script's KEYS and ARGV.
+function entries.ops(keys, args)
+  begin(keys, args)
+  GRACE, BATCH_LIMITS = tonumber(ARGV[6]), ARGV[7]
+  -- One pass checks the operations; a reserve or an observe creates the
+  -- scope's state.
+  local create, i = false, 8
+  while ARGV[i] do
+    local code = tonumber(ARGV[i])
+    if not OP_FIELDS[code] or not ARGV[i + 1 + OP_FIELDS[code]] then
+      return redis.error_reply('tollgate: malformed operation at argument ' .. i)
+    end
+    create = create or code == OP.RESERVE or code == OP.OBSERVE
+    i = i + 2 + OP_FIELDS[code]
   end
-  create = create or code == OP_RESERVE or code == OP_OBSERVE
-  i = i + 2 + OP_FIELDS[code]
-end
 
-if not load(create) then
-  -- Nothing to settle: the scope's state is gone (expired or lost).
-  local out = header('B')
+  if not load(create) then
+    -- Nothing to settle: the scope's state is gone (expired or lost).
+    local out = header('B')
+    i = 8
+    while ARGV[i] do
+      out[#out + 1] = 'gone'
+      i = i + 2 + OP_FIELDS[tonumber(ARGV[i])]
+    end
+    return out
+  end
+  S.ticket_grace = GRACE
+  local results = {}
   i = 8
   while ARGV[i] do
-    out[#out + 1] = 'gone'
-    i = i + 2 + OP_FIELDS[tonumber(ARGV[i])]
+    local code = tonumber(ARGV[i])
+    results[#results + 1] = run(code, ARGV[i + 1], i + 2)
+    i = i + 2 + OP_FIELDS[code]
   end
+  releases.retimeDue()
+  save()
+  local out = header('B')
+  for _, r in ipairs(results) do out[#out + 1] = r end
   return out
 end
-S.ticket_grace = GRACE
-local results = {}
-i = 8
-while ARGV[i] do
-  local code = tonumber(ARGV[i])
-  results[#results + 1] = run(code, ARGV[i + 1], i + 2)
-  i = i + 2 + OP_FIELDS[code]
 end
-releases.retimeDue()
-save()
-local out = header('B')
-for _, r in ipairs(results) do out[#out + 1] = r end
-return out
+
+if EVAL_KEYS then return entries.ops(EVAL_KEYS, EVAL_ARGV) end

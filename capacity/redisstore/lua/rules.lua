@@ -110,11 +110,12 @@ end
 -- fair holds the fair-queuing functions (one local: a script has at most
 -- 200).
 local fair = {}
-local FLOWS, FLOWS_DIRTY = {}, {}
+local FLOWS, FLOWS_DIRTY
 -- PAST is S.past read: PAST[rank] lists {t, v} points, oldest first.
 local PAST
 -- KEY_CAPS caches the key caps read or written (key -> counters, or false).
-local KEY_CAPS = {}
+local KEY_CAPS
+resets[#resets + 1] = function() FLOWS, FLOWS_DIRTY, PAST, KEY_CAPS = {}, {}, nil, {} end
 
 -- keyTokens is a charge's tokens, what it costs a key's daily token cap:
 -- its combined tokens, or input plus output where no combined charge is
@@ -139,7 +140,7 @@ function fair.getFlow(id)
   if f == nil then
     f = false
     if S.flows > 0 then
-      local v = call('HGET', KEYS[K_FLOWS], id)
+      local v = call('HGET', KEYS[K.FLOWS], id)
       if v then
         local n = {}
         for x in string.gmatch(v, '%S+') do n[#n + 1] = tonumber(x) or 0 end
@@ -160,9 +161,9 @@ flushFlows = function()
   for id in pairs(FLOWS_DIRTY) do
     local f = FLOWS[id]
     if f then
-      write('HSET', KEYS[K_FLOWS], id, fmt(f.rank) .. ' ' .. fmt(f.finish) .. ' ' .. fmt(f.granted))
+      write('HSET', KEYS[K.FLOWS], id, fmt(f.rank) .. ' ' .. fmt(f.finish) .. ' ' .. fmt(f.granted))
     else
-      write('HDEL', KEYS[K_FLOWS], id)
+      write('HDEL', KEYS[K.FLOWS], id)
     end
   end
   FLOWS_DIRTY = {}
@@ -173,7 +174,7 @@ end
 function fair.allFlows()
   local out = {}
   if S.flows == 0 then return out end
-  local all = call('HGETALL', KEYS[K_FLOWS])
+  local all = call('HGETALL', KEYS[K.FLOWS])
   for i = 1, #all, 2 do fair.getFlow(all[i]) end
   for id, f in pairs(FLOWS) do
     if f then out[#out + 1] = {id, f} end
@@ -313,7 +314,7 @@ function fair.forgetIdle()
   for d = 1, NB do
     if S.capacity[d] > 0 and S.level[d] < S.capacity[d] then return end
   end
-  write('DEL', KEYS[K_FLOWS])
+  write('DEL', KEYS[K.FLOWS])
   FLOWS, FLOWS_DIRTY, S.flows = {}, {}, 0
   for r = 0, NRANKS - 1 do S.virtual[r], S.last_finish[r] = 0, 0 end
   S.past, PAST = '', nil
@@ -326,7 +327,7 @@ function fair.getKey(key)
   local k = KEY_CAPS[key]
   if k == nil then
     k = false
-    local v = S.keys_until > 0 and call('HGET', KEYS[K_KEY_CAPS], key)
+    local v = S.keys_until > 0 and call('HGET', KEYS[K.KEY_CAPS], key)
     if v then
       local n = {}
       for x in string.gmatch(v, '%S+') do n[#n + 1] = tonumber(x) or 0 end
@@ -351,7 +352,7 @@ function fair.putKey(key, k)
     if k.share[d] < top and r > 0 then rest = max(rest, NOW + ceil((top - k.share[d]) / r * 1e6)) end
   end
   out[#out + 1] = fmt(k.day_start)
-  write('HSET', KEYS[K_KEY_CAPS], key, table.concat(out, ' '))
+  write('HSET', KEYS[K.KEY_CAPS], key, table.concat(out, ' '))
   KEY_CAPS[key] = copyField(k)
   S.keys_until = max(S.keys_until, rest)
 end
@@ -481,7 +482,7 @@ end
 -- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
   flushTickets()
-  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
+  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K.TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
     local tk = id ~= c and getTicket(id)
     if tk and tk.rank == mine.rank then
       mine.at, tk.at = tk.at, mine.at
@@ -545,7 +546,7 @@ end
 -- becomes the exact next expiry.
 local function reclaimLeases()
   local dead, renewed = 0, 0
-  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_LEASE_EXPIRIES], '-inf', NOW)) do
+  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K.LEASE_EXPIRIES], '-inf', NOW)) do
     local le = getLease(c)
     if le and le.expires <= NOW then
       lapse(c)
@@ -563,13 +564,13 @@ local function reclaimLeases()
   -- the sorted set (as reclaimTickets counts tickets), so every slot is
   -- free again.
   if S.lease_key_expiry > 0 and NOW >= S.lease_key_expiry then
-    local live = call('ZCOUNT', KEYS[K_LEASE_EXPIRIES], '(' .. NOW, '+inf') + renewed
+    local live = call('ZCOUNT', KEYS[K.LEASE_EXPIRIES], '(' .. NOW, '+inf') + renewed
     if S.leases > live then
       dead = dead + S.leases - live
       S.leases = live
     end
   end
-  local first = call('ZRANGEBYSCORE', KEYS[K_LEASE_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local first = call('ZRANGEBYSCORE', KEYS[K.LEASE_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   S.next_lease_expiry = tonumber(first[2]) or 0
   if dead > 0 then
     FREED = FREED + dead
@@ -584,7 +585,7 @@ end
 local function reclaimTickets()
   local lapsed = {}
   flushTickets()
-  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '-inf', NOW)) do
+  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K.TICKET_EXPIRIES], '-inf', NOW)) do
     local tk = unbook(c)
     if tk then
       refund(tk.charge)
@@ -595,14 +596,14 @@ local function reclaimTickets()
   -- Counted from the sorted set (the live ones: a snapshot removes
   -- nothing), so keys that expired leave no trace.
   flushTickets()
-  S.tickets = call('ZCOUNT', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf')
+  S.tickets = call('ZCOUNT', KEYS[K.TICKET_EXPIRIES], '(' .. NOW, '+inf')
   if S.tickets == 0 then
     for d = 1, NB do
       S.booked[d] = 0
       for r = 0, NRANKS - 1 do S.booked_rank[r][d] = 0 end
     end
   end
-  local first = call('ZRANGEBYSCORE', KEYS[K_TICKET_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local first = call('ZRANGEBYSCORE', KEYS[K.TICKET_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   S.next_ticket_expiry = tonumber(first[2]) or 0
 end
 
@@ -656,7 +657,7 @@ local function lastTicketAt(d)
   local start = 0
   flushTickets()
   while true do
-    local ids = call('ZREVRANGE', KEYS[K_TICKET_TIMES], start, start + 15, 'WITHSCORES')
+    local ids = call('ZREVRANGE', KEYS[K.TICKET_TIMES], start, start + 15, 'WITHSCORES')
     if #ids == 0 then return 0 end
     for j = 1, #ids, 2 do
       local tk = getTicket(ids[j])

@@ -1,6 +1,7 @@
 -- state.lua: a scope's state, how it is stored, and the rules that change
--- it. Every scope script is constants.lua, this file and the script's own
--- file, run as one chunk (scripts.go).
+-- it. Every scope script is eval.lua, globals.lua, constants.lua, this
+-- file, rules.lua and the script's own file, run as one chunk; the function
+-- library holds these files and every script's own (scripts.go).
 --
 -- The rules are a transcription of capacity/memscope.go, function by
 -- function under the same names: read that file first. The differential
@@ -12,52 +13,83 @@
 -- dimension d is 1-based here (capacity.Dimension + 1); a class c is
 -- capacity.Class (0-based).
 --
--- KEYS: K_EPOCH .. K_KEY_CAPS (constants.lua, keys.go).
+-- KEYS: K.EPOCH .. K.KEY_CAPS (constants.lua, keys.go).
 -- ARGV: 1 now ('' = Redis TIME), 2 store instance id, 3 release channel,
 --       4 day boundary, 5 the boundary after it ('' = unknown); the
 --       script's own arguments follow from 6.
 
-local call = redis.call
-local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+-- A function library is loaded with no globals but redis, and that
+-- without redis.call: what the files' top levels run uses none of them
+-- (globals.lua), and call looks redis.call up at each call. The math
+-- functions used everywhere are locals set at each call (begin).
+local function call(...) return redis.call(...) end
+local floor, ceil, min, max
 
+-- A call's state. The library of functions (scripts.go) defines these
+-- files' functions once, when it is loaded, and each call begins with
+-- begin, which sets everything below anew; a file that keeps more state
+-- for a call adds its reset to resets. Nothing of one call is seen by
+-- the next.
+
+-- KEYS and ARGV are the call's keys and arguments.
+local KEYS, ARGV
+-- NOW is the store's clock: ARGV[1], or Redis TIME.
 local NOW
-if ARGV[1] ~= '' then
-  NOW = tonumber(ARGV[1])
-else
-  local t = call('TIME')
-  NOW = t[1] * 1000000 + t[2]
-end
-local INSTANCE, CHANNEL = ARGV[2], ARGV[3]
-local BOUND1, BOUND2 = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
-
+local INSTANCE, CHANNEL
+local BOUND1, BOUND2
 -- S is the scope's state; EPOCH and CB the credential's epoch token and
 -- block ({reason, until, detail, half open, probing}, msgpack).
 local S, EPOCH, CB
-local LOADED = false -- the state existed before this script
+local LOADED -- the state existed before this call
 -- index holds what keeps each decision's cost bounded, stored beside the
 -- state: the recent grants (index.recent*), the tickets' order
 -- (index.order*), the lease marks (index.marks*) and the lease expiries
 -- (index.expiry*). A state an older version of the scripts saved last has
 -- none of them kept up to date, so all are rebuilt once (index.rebuild)
 -- before this version decides (Redis only).
--- index.touched lists the ranks whose order set this script added to: they
+-- index.touched lists the ranks whose order set this call added to: they
 -- get the ticket keys' TTL when it saves.
-local index = {touched = {}}
+local index = {}
 -- RAW is each stored field as loaded, encoded: a field is decoded when a
 -- rule first reads it (load), and saved only if it was read or set and
 -- differs from what was decoded (DECODED, a copy), so a decision pays for
 -- the fields it uses and writes those it changed.
-local RAW, DECODED = {}, {}
+local RAW, DECODED
 -- Reported to Go in every reply's header.
-local RESET, FREED, PUBLISHED = 0, 0, false
+local RESET, FREED, PUBLISHED
 -- DUE lists the calls whose tickets came due early (retime), announced when
--- the script saves (Redis only).
-local DUE = {}
-
--- READ_ONLY makes every write of the script a no-op (write): a snapshot
+-- the call saves (Redis only).
+local DUE
+-- READ_ONLY makes every write of the call a no-op (write): a snapshot
 -- advances the state in the script's memory only, so reading a scope
--- never changes it (and runs as EVALSHA_RO).
-local READ_ONLY = false
+-- never changes it (and runs as FCALL_RO or EVALSHA_RO).
+local READ_ONLY
+
+-- resets are the functions that set each file's state for a new call.
+local resets = {}
+
+-- begin starts a call of keys and args: every entry (entries, below)
+-- calls it first.
+local function begin(keys, args)
+  useGlobals()
+  KEYS, ARGV = keys, args
+  floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+  if ARGV[1] ~= '' then
+    NOW = tonumber(ARGV[1])
+  else
+    local t = call('TIME')
+    NOW = t[1] * 1000000 + t[2]
+  end
+  INSTANCE, CHANNEL = ARGV[2], ARGV[3]
+  BOUND1, BOUND2 = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
+  S, EPOCH, CB, LOADED = nil, nil, nil, false
+  index.touched = {}
+  RAW, DECODED = {}, {}
+  RESET, FREED, PUBLISHED = 0, 0, false
+  DUE = {}
+  READ_ONLY = false
+  for _, reset in ipairs(resets) do reset() end
+end
 
 -- write runs a Redis command that changes data, unless READ_ONLY.
 local function write(...)
@@ -231,7 +263,7 @@ local STATE_SCHEMA = {
 
 -- STATE_KINDS is each state field's kind, by name.
 local STATE_KINDS = {}
-for _, f in ipairs(STATE_SCHEMA) do STATE_KINDS[f[1]] = f[2] end
+for i = 1, #STATE_SCHEMA do STATE_KINDS[STATE_SCHEMA[i][1]] = STATE_SCHEMA[i][2] end
 
 -- zeros returns a list of n zeros.
 local function zeros(n)
@@ -361,17 +393,17 @@ end
 -- missing state is created, unless create is false: then load returns
 -- false.
 local function load(create)
-  local v = call('MGET', KEYS[K_EPOCH], KEYS[K_CRED_BLOCK])
+  local v = call('MGET', KEYS[K.EPOCH], KEYS[K.CRED_BLOCK])
   EPOCH = v[1]
   if v[2] then CB = cmsgpack.unpack(v[2]) end
   if not EPOCH and READ_ONLY then return false end
   if not EPOCH then
     local t = call('TIME')
     EPOCH = t[1] .. string.format('%06d', t[2])
-    write('SET', KEYS[K_EPOCH], EPOCH)
+    write('SET', KEYS[K.EPOCH], EPOCH)
     RESET = 1
   end
-  local all = call('HGETALL', KEYS[K_STATE])
+  local all = call('HGETALL', KEYS[K.STATE])
   if #all > 0 then
     for i = 1, #all, 2 do
       if STATE_KINDS[all[i]] then RAW[all[i]] = all[i + 1] end
@@ -390,7 +422,7 @@ local function load(create)
     if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
     if S.epoch ~= EPOCH then
       S, RAW, DECODED, RESET = nil, {}, {}, 1
-      write('DEL', KEYS[K_STATE])
+      write('DEL', KEYS[K.STATE])
     end
   end
   if S then
@@ -400,8 +432,8 @@ local function load(create)
     return true
   end
   if not create then return false end
-  write('DEL', KEYS[K_LEASES], KEYS[K_TICKETS], KEYS[K_TICKET_EXPIRIES], KEYS[K_TICKET_TIMES], KEYS[K_FLOWS], KEYS[K_KEY_CAPS],
-    KEYS[K_RECENT], KEYS[K_LEASE_MARKS], KEYS[K_LEASE_EXPIRIES], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
+  write('DEL', KEYS[K.LEASES], KEYS[K.TICKETS], KEYS[K.TICKET_EXPIRIES], KEYS[K.TICKET_TIMES], KEYS[K.FLOWS], KEYS[K.KEY_CAPS],
+    KEYS[K.RECENT], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   S = newState()
   S.format, S.epoch = STATE_FORMAT, EPOCH
   recompute()
@@ -424,15 +456,19 @@ end
 -- Leases live in a hash (call -> encoded lease), read and written through a
 -- cache: LEASES[call] is the lease, or false for none; DIRTY lists the
 -- calls to write when the script saves.
-local LEASES, DIRTY = {}, {}
--- Whether this script gave the lease or ticket keys their first entry
+local LEASES, DIRTY
+-- Whether this call gave the lease or ticket keys their first entry
 -- (they then need a TTL: see save).
-local NEW_LEASE_KEY, NEW_TICKET_KEY = false, false
+local NEW_LEASE_KEY, NEW_TICKET_KEY
+resets[#resets + 1] = function()
+  LEASES, DIRTY = {}, {}
+  NEW_LEASE_KEY, NEW_TICKET_KEY = false, false
+end
 
 local function getLease(c)
   local le = LEASES[c]
   if le == nil then
-    local v = S.leases > 0 and call('HGET', KEYS[K_LEASES], c)
+    local v = S.leases > 0 and call('HGET', KEYS[K.LEASES], c)
     le = v and decodeRecord(v, LEASE_FIELDS) or false
     LEASES[c] = le
   end
@@ -467,15 +503,15 @@ local function flushLeases()
     end
   end
   DIRTY = {}
-  for i = 1, #set, 1000 do write('HSET', KEYS[K_LEASES], unpack(set, i, min(i + 999, #set))) end
-  for i = 1, #del, 1000 do write('HDEL', KEYS[K_LEASES], unpack(del, i, min(i + 999, #del))) end
+  for i = 1, #set, 1000 do write('HSET', KEYS[K.LEASES], unpack(set, i, min(i + 999, #set))) end
+  for i = 1, #del, 1000 do write('HDEL', KEYS[K.LEASES], unpack(del, i, min(i + 999, #del))) end
 end
 
 -- allLeases returns every lease by call: the stored ones, as this script
 -- changed them (the cache, not yet written).
 local function allLeases()
   local out = {}
-  local all = S.leases > 0 and call('HGETALL', KEYS[K_LEASES]) or {}
+  local all = S.leases > 0 and call('HGETALL', KEYS[K.LEASES]) or {}
   for i = 1, #all, 2 do
     local c = all[i]
     if LEASES[c] == nil then out[c] = decodeRecord(all[i + 1], LEASE_FIELDS) end
@@ -487,7 +523,7 @@ local function allLeases()
 end
 
 -- The recent grants are the leases granted within REORDER_WINDOW, oldest
--- first, as lines "attempt granted_at call" of the list KEYS[K_RECENT], and
+-- first, as lines "attempt granted_at call" of the list KEYS[K.RECENT], and
 -- what the live ones hold, S.recent_held: Mark.InFlight without walking the
 -- leases (capacity/recentgrants.go, whose method names these keep after
 -- index.recent).
@@ -498,8 +534,8 @@ function index.recentInWindow(granted_at) return granted_at >= S.recent_cutoff e
 
 -- index.recentAdd counts lease le of call c, granted now.
 function index.recentAdd(c, le)
-  write('RPUSH', KEYS[K_RECENT], fmt(le.attempt) .. ' ' .. fmt(le.granted_at) .. ' ' .. c)
-  write('PEXPIRE', KEYS[K_RECENT], ceil((REORDER_WINDOW + SLACK) / 1000))
+  write('RPUSH', KEYS[K.RECENT], fmt(le.attempt) .. ' ' .. fmt(le.granted_at) .. ' ' .. c)
+  write('PEXPIRE', KEYS[K.RECENT], ceil((REORDER_WINDOW + SLACK) / 1000))
   for d = 1, ND do S.recent_held[d] = S.recent_held[d] + le.charge[d] end
 end
 
@@ -517,7 +553,7 @@ function index.recentExpire(cutoff)
   if cutoff > S.recent_cutoff then S.recent_cutoff = cutoff end
   local dropped, left = 0, 0
   repeat
-    local lines = call('LRANGE', KEYS[K_RECENT], dropped, dropped + 15)
+    local lines = call('LRANGE', KEYS[K.RECENT], dropped, dropped + 15)
     for _, line in ipairs(lines) do
       local attempt, at, c = string.match(line, '^(%S+) (%S+) (.*)$')
       at = tonumber(at)
@@ -532,12 +568,12 @@ function index.recentExpire(cutoff)
       end
     end
   until left > 0 or #lines < 16
-  if dropped > 0 then write('LTRIM', KEYS[K_RECENT], dropped, -1) end
+  if dropped > 0 then write('LTRIM', KEYS[K.RECENT], dropped, -1) end
   if left == 0 then S.recent_held = zeros(ND) end
 end
 
 -- The lease marks are each live lease's mark and charges per bucket, packed
--- with cmsgpack in the hash KEYS[K_LEASE_MARKS] by call: what a report
+-- with cmsgpack in the hash KEYS[K.LEASE_MARKS] by call: what a report
 -- reads of every lease in flight (observe), unpacked in C rather than
 -- decoded from the lease's record line (Redis only).
 
@@ -545,28 +581,28 @@ end
 function index.marksPut(c, le)
   local v = {}
   for d = 1, NB do v[d], v[NB + d] = le.mark[d], le.charge[d] end
-  write('HSET', KEYS[K_LEASE_MARKS], c, cmsgpack.pack(v))
+  write('HSET', KEYS[K.LEASE_MARKS], c, cmsgpack.pack(v))
 end
 
 -- index.marksDrop forgets call c's lease.
-function index.marksDrop(c) write('HDEL', KEYS[K_LEASE_MARKS], c) end
+function index.marksDrop(c) write('HDEL', KEYS[K.LEASE_MARKS], c) end
 
 -- The lease expiries are the live leases by expiry, a sorted set
--- (KEYS[K_LEASE_EXPIRIES]): the expired ones and the next expiry are found
+-- (KEYS[K.LEASE_EXPIRIES]): the expired ones and the next expiry are found
 -- without reading every lease (reclaimLeases; Redis only).
 
 -- index.expiryPut records that call c's lease expires at t.
-function index.expiryPut(c, t) write('ZADD', KEYS[K_LEASE_EXPIRIES], t, c) end
+function index.expiryPut(c, t) write('ZADD', KEYS[K.LEASE_EXPIRIES], t, c) end
 
 -- index.expiryDrop forgets call c's lease.
-function index.expiryDrop(c) write('ZREM', KEYS[K_LEASE_EXPIRIES], c) end
+function index.expiryDrop(c) write('ZREM', KEYS[K.LEASE_EXPIRIES], c) end
 
 -- index.liveMarks returns every live lease as {mark = ..., charge = ...},
 -- a number per bucket each.
 function index.liveMarks()
   local out = {}
   if S.leases == 0 then return out end
-  local all = call('HGETALL', KEYS[K_LEASE_MARKS])
+  local all = call('HGETALL', KEYS[K.LEASE_MARKS])
   for i = 2, #all, 2 do
     local v = cmsgpack.unpack(all[i])
     local le = {mark = {}, charge = {}}
@@ -598,7 +634,7 @@ local function grantLease(c, fresh, req, weight)
   index.marksPut(req.call, le)
   index.expiryPut(req.call, le.expires)
   putLease(req.call, le)
-  write('ZREM', KEYS[K_LAPSED], req.call .. '#' .. req.attempt) -- granted again: live, not lapsed
+  write('ZREM', KEYS[K.LAPSED], req.call .. '#' .. req.attempt) -- granted again: live, not lapsed
   if S.leases == 0 then NEW_LEASE_KEY = true end
   S.leases = S.leases + 1
   noteExpiry(le.expires, 'next_lease_expiry')
@@ -608,9 +644,9 @@ end
 -- takeLapsed reports whether lease id lapsed (expired or was superseded)
 -- within LAPSED_LEASE_MEMORY, and forgets it (lapsedLeases.take).
 local function takeLapsed(id)
-  local forget = tonumber(call('ZSCORE', KEYS[K_LAPSED], id))
+  local forget = tonumber(call('ZSCORE', KEYS[K.LAPSED], id))
   if forget == nil then return false end
-  write('ZREM', KEYS[K_LAPSED], id)
+  write('ZREM', KEYS[K.LAPSED], id)
   return NOW < forget
 end
 
@@ -621,9 +657,9 @@ local function lapse(c)
   local le = getLease(c)
   if not le then return end
   dropLease(c)
-  write('ZADD', KEYS[K_LAPSED], NOW + LAPSED_LEASE_MEMORY, c .. '#' .. le.attempt)
-  write('ZREMRANGEBYSCORE', KEYS[K_LAPSED], '-inf', NOW)
-  write('PEXPIRE', KEYS[K_LAPSED], ceil((LAPSED_LEASE_MEMORY + SLACK) / 1000))
+  write('ZADD', KEYS[K.LAPSED], NOW + LAPSED_LEASE_MEMORY, c .. '#' .. le.attempt)
+  write('ZREMRANGEBYSCORE', KEYS[K.LAPSED], '-inf', NOW)
+  write('PEXPIRE', KEYS[K.LAPSED], ceil((LAPSED_LEASE_MEMORY + SLACK) / 1000))
 end
 
 -- Tickets -------------------------------------------------------------------
@@ -634,14 +670,15 @@ end
 -- calls to write (flushTickets), at the latest when the script saves, so a
 -- batch that retimes every ticket several times writes each once.
 -- ALL_TICKETS says the whole hash is in the cache (allTickets).
-local TICKETS, TICKETS_DIRTY, ALL_TICKETS = {}, {}, false
+local TICKETS, TICKETS_DIRTY, ALL_TICKETS
+resets[#resets + 1] = function() TICKETS, TICKETS_DIRTY, ALL_TICKETS = {}, {}, false end
 
 local function getTicket(c)
   local tk = TICKETS[c]
   if tk == nil then
     tk = false
     if S.tickets > 0 and not ALL_TICKETS then
-      local v = call('HGET', KEYS[K_TICKETS], c)
+      local v = call('HGET', KEYS[K.TICKETS], c)
       if v then tk = decodeRecord(v, TICKET_FIELDS) end
     end
     TICKETS[c] = tk
@@ -654,7 +691,7 @@ local function allTickets()
   if not ALL_TICKETS then
     ALL_TICKETS = true
     if S.tickets > 0 then
-      local all = call('HGETALL', KEYS[K_TICKETS])
+      local all = call('HGETALL', KEYS[K.TICKETS])
       for i = 1, #all, 2 do
         if TICKETS[all[i]] == nil then TICKETS[all[i]] = decodeRecord(all[i + 1], TICKET_FIELDS) end
       end
@@ -678,13 +715,13 @@ local function flushTickets()
   for c in pairs(TICKETS_DIRTY) do
     local tk = TICKETS[c]
     if tk then
-      write('HSET', KEYS[K_TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
-      write('ZADD', KEYS[K_TICKET_EXPIRIES], tk.expires, c)
-      write('ZADD', KEYS[K_TICKET_TIMES], tk.at, c)
+      write('HSET', KEYS[K.TICKETS], c, encodeRecord(tk, TICKET_FIELDS))
+      write('ZADD', KEYS[K.TICKET_EXPIRIES], tk.expires, c)
+      write('ZADD', KEYS[K.TICKET_TIMES], tk.at, c)
     else
-      write('HDEL', KEYS[K_TICKETS], c)
-      write('ZREM', KEYS[K_TICKET_EXPIRIES], c)
-      write('ZREM', KEYS[K_TICKET_TIMES], c)
+      write('HDEL', KEYS[K.TICKETS], c)
+      write('ZREM', KEYS[K.TICKET_EXPIRIES], c)
+      write('ZREM', KEYS[K.TICKET_TIMES], c)
     end
   end
   TICKETS_DIRTY = {}
@@ -692,13 +729,13 @@ end
 
 -- The order the tickets are due in (memScope.ticketsInOrder): higher ranks
 -- first, then by virtual finish (weighted fair queuing), then by call; kept
--- as a sorted set per rank, KEYS[K_ORDER + rank], of calls by finish (a
+-- as a sorted set per rank, KEYS[K.ORDER + rank], of calls by finish (a
 -- sorted set orders equal scores by member, as Go orders them by call).
 -- Redis only.
 
 -- index.orderPut places ticket tk of call c in its rank's order.
 function index.orderPut(c, tk)
-  write('ZADD', KEYS[K_ORDER + tk.rank], fmt(tk.finish), c)
+  write('ZADD', KEYS[K.ORDER + tk.rank], fmt(tk.finish), c)
   index.touched[tk.rank] = true
 end
 
@@ -709,7 +746,7 @@ function index.orderAll()
   if S.tickets == 0 then return out end
   allTickets() -- every ticket's record in one read
   for r = NRANKS - 1, 0, -1 do
-    for _, c in ipairs(call('ZRANGE', KEYS[K_ORDER + r], 0, -1)) do
+    for _, c in ipairs(call('ZRANGE', KEYS[K.ORDER + r], 0, -1)) do
       local tk = getTicket(c)
       if tk then out[#out + 1] = {c, tk} end
     end
@@ -738,7 +775,7 @@ local function unbook(c)
   local tk = getTicket(c)
   if not tk then return nil end
   TICKETS[c], TICKETS_DIRTY[c] = false, true
-  write('ZREM', KEYS[K_ORDER + tk.rank], c)
+  write('ZREM', KEYS[K.ORDER + tk.rank], c)
   S.tickets = S.tickets - 1
   for d = 1, NB do
     S.booked[d] = max(0, S.booked[d] - tk.charge[d])
@@ -757,13 +794,13 @@ end
 -- index.keptBy are the versions of the scripts that keep these indexes as
 -- this one does: a state one of them saved last needs no rebuild. A state
 -- of any other version, older or newer (a rollback), is re-indexed.
-index.keptBy = {['5.0'] = true, ['5.1'] = true, [SCRIPT_VERSION] = true}
+index.keptBy = {['5.0'] = true, ['5.1'] = true, ['5.2'] = true, [SCRIPT_VERSION] = true}
 
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
 -- walk over them, when a state saved by a version of the scripts that does
 -- not keep them (index.keptBy) is loaded (a rolling deploy).
 function index.rebuild()
-  write('DEL', KEYS[K_RECENT], KEYS[K_LEASE_MARKS], KEYS[K_LEASE_EXPIRIES], unpack(KEYS, K_ORDER, K_ORDER + NRANKS - 1))
+  write('DEL', KEYS[K.RECENT], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
   S.recent_held = zeros(ND)
   local recent = {}
@@ -817,18 +854,18 @@ local function save()
   flushFlows()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
-    write('PEXPIRE', KEYS[K_LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
-    write('PEXPIRE', KEYS[K_LEASE_MARKS], ceil((S.lease_key_expiry - NOW) / 1000))
-    write('PEXPIRE', KEYS[K_LEASE_EXPIRIES], ceil((S.lease_key_expiry - NOW) / 1000))
+    write('PEXPIRE', KEYS[K.LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
+    write('PEXPIRE', KEYS[K.LEASE_MARKS], ceil((S.lease_key_expiry - NOW) / 1000))
+    write('PEXPIRE', KEYS[K.LEASE_EXPIRIES], ceil((S.lease_key_expiry - NOW) / 1000))
   end
   if NEW_TICKET_KEY or (S.tickets > 0 and S.last_expiry > S.ticket_key_expiry) then
     S.ticket_key_expiry = S.last_expiry + SLACK
     local ttl = ceil((S.ticket_key_expiry - NOW) / 1000)
-    for _, k in ipairs({K_TICKETS, K_TICKET_EXPIRIES, K_TICKET_TIMES}) do write('PEXPIRE', KEYS[k], ttl) end
+    for _, k in ipairs({K.TICKETS, K.TICKET_EXPIRIES, K.TICKET_TIMES}) do write('PEXPIRE', KEYS[k], ttl) end
     for r = 0, NRANKS - 1 do index.touched[r] = true end
   end
   for r in pairs(index.touched) do
-    write('PEXPIRE', KEYS[K_ORDER + r], max(1, ceil((S.ticket_key_expiry - NOW) / 1000)))
+    write('PEXPIRE', KEYS[K.ORDER + r], max(1, ceil((S.ticket_key_expiry - NOW) / 1000)))
   end
   S.written_by = SCRIPT_VERSION
   local changed = {}
@@ -844,12 +881,12 @@ local function save()
       end
     end
   end
-  if #changed > 0 then write('HSET', KEYS[K_STATE], unpack(changed)) end
+  if #changed > 0 then write('HSET', KEYS[K.STATE], unpack(changed)) end
   local ttl = ceil((stateExpiry() - NOW + SLACK) / 1000)
-  write('PEXPIRE', KEYS[K_STATE], ttl)
+  write('PEXPIRE', KEYS[K.STATE], ttl)
   -- The fair-queuing keys live as long as the state.
-  if S.flows > 0 then write('PEXPIRE', KEYS[K_FLOWS], ttl) end
-  if S.keys_until > 0 then write('PEXPIRE', KEYS[K_KEY_CAPS], ttl) end
+  if S.flows > 0 then write('PEXPIRE', KEYS[K.FLOWS], ttl) end
+  if S.keys_until > 0 then write('PEXPIRE', KEYS[K.KEY_CAPS], ttl) end
 end
 
 -- boundBlock is how long a block of the given length and half-open time
