@@ -1,4 +1,4 @@
--- globals.lua: the globals the scripts use most, as locals. Redis runs a
+-- globals.lua: the globals the scripts use, as locals. Redis runs a
 -- function library with its globals behind a metatable, so each global
 -- read is two lookups; these locals are one. useGlobals sets them at the
 -- start of each call (begin, and blockcred and failure): a library is
@@ -8,10 +8,13 @@
 -- use (register.lua).
 local function api() return redis end
 local function globals()
-  return redis, tonumber, ipairs, pairs, type, unpack, string, table, math
+  return redis, tonumber, ipairs, pairs, type, unpack, rawget, rawset, setmetatable, error,
+    string, table, math, cmsgpack
 end
-local redis, tonumber, ipairs, pairs, type, unpack, string, table, math
+local redis, tonumber, ipairs, pairs, type, unpack, rawget, rawset, setmetatable, error
+local string, table, math, cmsgpack
 
 local function useGlobals()
-  redis, tonumber, ipairs, pairs, type, unpack, string, table, math = globals()
+  redis, tonumber, ipairs, pairs, type, unpack, rawget, rawset, setmetatable, error,
+    string, table, math, cmsgpack = globals()
 end
