@@ -39,9 +39,10 @@
 // for memstore.go), kept equal by a differential test that drives both
 // through random operations. The scripts are plain Lua run as written:
 // lua/constants.lua is generated from one Go table (constants.go) and a test
-// fails when they differ; a scope script is constants.lua, state.lua,
-// rules.lua and its own file, joined. docs/decisions/0001-scheduling-core.md
-// says why.
+// fails when they differ; a scope script is eval.lua, globals.lua,
+// constants.lua, state.lua, rules.lua and its own file, joined, and the
+// function library is every file (scripts.go).
+// docs/decisions/0001-scheduling-core.md says why.
 //
 // # Upgrades
 //
@@ -65,7 +66,8 @@
 // may apply its debt (usage beyond the reservation) twice, or a lease
 // lapsed under 5.0 may have its late debt forgotten; grants and the budget
 // are unaffected. Scripts 5.2 send releases in the batch script (5.1's
-// workers keep their release script), the state unchanged.
+// workers keep their release script), the state unchanged. Scripts 5.3 are
+// also a function library; the state, leases and tickets are as 5.2's.
 //
 // The one exception is the step to format 3 from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,
