@@ -229,8 +229,9 @@ end
 -- virtualAt is rank's virtual time as it was at t (µs, 0: unknown)
 -- (memScope.virtualAt).
 function fair.virtualAt(rank, t)
+  if t == 0 or t >= S.last_served[rank] then return S.virtual[rank] end -- the log unread
   local log = fair.past()[rank]
-  if t == 0 or #log == 0 or t >= S.last_served[rank] then return S.virtual[rank] end
+  if #log == 0 then return S.virtual[rank] end
   for i = #log, 1, -1 do
     if log[i][1] <= t then return log[i][2] end
   end
@@ -482,22 +483,27 @@ end
 -- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
   flushTickets()
-  for _, id in ipairs(call('ZRANGEBYSCORE', KEYS[K.TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET)) do
-    local tk = id ~= c and getTicket(id)
-    if tk and tk.rank == mine.rank then
-      mine.at, tk.at = tk.at, mine.at
-      mine.start, tk.start = tk.start, mine.start
-      mine.finish, tk.finish = tk.finish, mine.finish
-      tk.expires = max(tk.expires, tk.at + S.ticket_grace)
-      putTicket(c, mine)
-      putTicket(id, tk)
-      index.orderPut(c, mine)
-      index.orderPut(id, tk)
-      retime()
-      return true
+  local start = 0
+  while true do -- the overdue tickets by time, 16 at a time
+    local ids = call('ZRANGEBYSCORE', KEYS[K.TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET, 'LIMIT', start, 16)
+    if #ids == 0 then return false end
+    for _, id in ipairs(ids) do
+      local tk = id ~= c and getTicket(id)
+      if tk and tk.rank == mine.rank then
+        mine.at, tk.at = tk.at, mine.at
+        mine.start, tk.start = tk.start, mine.start
+        mine.finish, tk.finish = tk.finish, mine.finish
+        tk.expires = max(tk.expires, tk.at + S.ticket_grace)
+        putTicket(c, mine)
+        putTicket(id, tk)
+        index.orderPut(c, mine)
+        index.orderPut(id, tk)
+        retime()
+        return true
+      end
     end
+    start = start + 16
   end
-  return false
 end
 
 -- nextBoundary is the first day boundary after NOW that Go passed, or 0
