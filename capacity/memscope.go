@@ -72,6 +72,9 @@ type scopeState struct {
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.
 	cut float64
+	// retimePending says a release moved only the first tickets
+	// (retimeFirst): the next Reserve retimes them all first.
+	retimePending bool
 }
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // epsilon absorbs floating-point error when a refilled level is compared with
@@ -114,6 +116,9 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	defer st.mu.Unlock()
 	st.setLimits(req.Limits, now)
 	st.advance(now)
+	if st.retimePending {
+		st.retime(now) // a release moved only the first tickets
+	}
 
 	// A demand that can never fit is refused, never queued.
 	for d := range Dimension(NumDimensions) {
@@ -388,7 +393,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 			st.refund(tk.Charges)
 			st.unplace(tk)
 			st.refundKey(tk)
-			st.retime(now)
+			st.retimeFirst(now, tuning.ReleaseRetime)
 			st.wake()
 		}
 		return nil
@@ -397,7 +402,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 		st.dropLease(lease.Call)
 		st.refund(le.Charges)
 		st.settleFlow(le, Charges{}, now)
-		st.retime(now)
+		st.retimeFirst(now, tuning.ReleaseRetime)
 		st.wake()
 	}
 	return nil
@@ -526,6 +531,9 @@ func (s *MemoryStore) Snapshot(ctx context.Context, sc Scope) (Snapshot, error) 
 	// A copy is advanced to now: reading a scope never changes it.
 	view := st.clone()
 	view.advance(now)
+	if view.retimePending {
+		view.retime(now)
+	}
 	return view.snapshot(snap, now), nil
 }
 

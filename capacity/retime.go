@@ -16,13 +16,23 @@ import (
 // their calls). A ticket brought forward keeps its expiry, so a call that
 // is away until its old time still finds it; one pushed back lapses grace
 // after its new time. It requires the scope's lock.
-func (m *memScope) retime(now time.Time) {
+func (m *memScope) retime(now time.Time) { m.retimeFirst(now, len(m.tickets)) }
+
+// retimeFirst is retime for the first n tickets in their order, as far as
+// retime would move them; the others keep their times until the next
+// retime, which the next Reserve runs first (retimePending). It requires
+// the scope's lock.
+func (m *memScope) retimeFirst(now time.Time, n int) {
+	m.retimePending = len(m.tickets) > n
 	if len(m.tickets) == 0 {
 		return
 	}
 	var ahead [numBuckets]float64 // the charges of the tickets due so far
 	var gathered int64            // the tickets due at the gathering's end so far
-	for _, tk := range m.ticketsInOrder() {
+	for i, tk := range m.ticketsInOrder() {
+		if i == n {
+			break
+		}
 		fl := tk.Floor
 		var w time.Duration
 		for d := range numBuckets {

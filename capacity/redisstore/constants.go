@@ -130,6 +130,7 @@ func luaConstants() []luaConstant {
 		{"LAPSED_LEASE_MEMORY", tuning.LapsedLeaseMemory.Microseconds(), "tuning.LapsedLeaseMemory (µs)"},
 		{"ANNOUNCE_MOVE", tuning.AnnounceMove.Microseconds(), "tuning.AnnounceMove (µs)"},
 		{"OVERDUE_TICKET", tuning.OverdueTicket.Microseconds(), "tuning.OverdueTicket (µs)"},
+		{"RELEASE_RETIME", tuning.ReleaseRetime, "tuning.ReleaseRetime"},
 		{"COOLDOWN_CUT", tuning.CooldownCut, "tuning.CooldownCut: a 429's cut of the rate"},
 		{"RATE_RECOVERY", tuning.RateRecovery, "tuning.RateRecovery: the rate's recovery a second"},
 		{"MIN_RATE_FACTOR", tuning.MinRateFactor, "tuning.MinRateFactor"},

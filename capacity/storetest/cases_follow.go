@@ -285,6 +285,30 @@ var followCases = []Case{
 		res = h.deny(b)
 		assert.Equal(h.t, time.Second, res.RetryAt.Sub(res.Now), "b takes a's place")
 	}},
+	{"ReleaseMovesTicketsBeyondTheFirstByTheNextReserve", func(h *harness) {
+		// A release moves the first tuning.ReleaseRetime tickets at once;
+		// a snapshot, and the next Reserve, see every ticket moved.
+		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		h.grant(h.req(l, one()))
+		n := tuning.ReleaseRetime + 8
+		booked := make([]capacity.Request, n)
+		for i := range booked {
+			booked[i] = h.req(l, one())
+			booked[i].Book = true
+			h.deny(booked[i])
+		}
+		last := booked[n-1]
+		res := h.deny(last)
+		assert.Equal(h.t, time.Duration(n)*time.Second, res.RetryAt.Sub(res.Now))
+		require.NoError(h.t, h.store.Release(h.ctx, capacity.Lease{Scope: testScope, Call: booked[0].Call}))
+		snap := h.snap(testScope)
+		require.Len(h.t, snap.Tickets, n-1)
+		tail := snap.Tickets[n-2]
+		assert.Equal(h.t, last.Call, tail.Call)
+		assert.Equal(h.t, time.Duration(n-1)*time.Second, tail.At.Sub(snap.Now), "the snapshot shows the last ticket moved")
+		res = h.deny(last)
+		assert.Equal(h.t, time.Duration(n-1)*time.Second, res.RetryAt.Sub(res.Now), "the last ticket moved too")
+	}},
 }
 
 // reported is an observation of d's limit and remaining.

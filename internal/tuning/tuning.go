@@ -52,6 +52,14 @@ const GatherSpacing = time.Millisecond
 // ms: decision 0004.)
 const AnnounceMove = 10 * time.Millisecond
 
+// ReleaseRetime is how many booked tickets, from the head of their order,
+// a release moves forward at once. The rest keep their times, later than
+// the budget allows, until the next Reserve retimes every ticket first: a
+// release does not walk the queue, and a move is announced only to a
+// ticket whose wait it cuts by a quarter (AnnounceMove), which a release
+// of one call does only near the head.
+const ReleaseRetime = 32
+
 // OverdueTicket is how long past its time a booked ticket waits for its
 // call before a call that came early for a later ticket (of the same class
 // or higher) may take its place: a call that is away (parked in Temporal)

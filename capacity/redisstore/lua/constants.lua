@@ -61,6 +61,8 @@ local LAPSED_LEASE_MEMORY = 600000000
 local ANNOUNCE_MOVE = 10000
 -- tuning.OverdueTicket (µs)
 local OVERDUE_TICKET = 100000
+-- tuning.ReleaseRetime
+local RELEASE_RETIME = 32
 -- tuning.CooldownCut: a 429's cut of the rate
 local COOLDOWN_CUT = 0.7
 -- tuning.RateRecovery: the rate's recovery a second

@@ -22,12 +22,13 @@
 -- A settle's: 'ok', or 'gone' when the scope's state did not exist.
 -- An observe's: 'ok'. A release's: 'ok' (or 'gone', as a settle's).
 --
--- A release does not retime the tickets itself: the tickets it moves are
--- retimed once, before the batch's next operation of another kind or at
--- its end, so that a batch of releases (callers cancelled together) walks
--- the tickets once, not once each. retime derives every ticket's time
--- from the budget and the fair order alone, so the tickets end where
--- releases each followed by a retime would leave them.
+-- A release does not retime the tickets itself: the first RELEASE_RETIME
+-- tickets it moves are retimed once, before the batch's next operation of
+-- another kind or at its end, and the rest by the next reserve
+-- (S.retime_pending), so that releases (callers cancelled together) never
+-- walk the queue. retime derives every ticket's time from the budget and
+-- the fair order alone, so the tickets end where releases each followed by
+-- a retime would leave them.
 
 -- This file's locals are a block's (do ... end, not indented): in the
 -- function library the next file's start where they end, and a Lua
@@ -253,6 +254,7 @@ end
 local function reserve(req)
   setLimits(req.limits)
   advance()
+  if S.retime_pending == 1 then retime() end -- a release moved only the first tickets
   -- A demand that can never fit is refused, never queued.
   for d = 1, ND do
     local most = admissible(d)
@@ -350,11 +352,12 @@ end
 local releases = {}
 resets[#resets + 1] = function() releases.retime = false end
 
--- releases.retimeDue retimes the tickets if a release left them to be.
+-- releases.retimeDue moves the first tickets if a release left them to be
+-- moved (MemoryStore.Release: retimeFirst, RELEASE_RETIME).
 function releases.retimeDue()
   if releases.retime then
     releases.retime = false
-    retime()
+    retime(RELEASE_RETIME)
   end
 end
 

@@ -441,12 +441,15 @@ end
 -- the time the provider's bucket (level + booked) holds its charges and
 -- those of every ticket due before it, above its class's floor: tickets
 -- follow the budget. A ticket brought forward keeps its expiry, one pushed
--- back lapses the ticket grace after its new time.
-local function retime()
+-- back lapses the ticket grace after its new time. With first, only the
+-- first tickets move (memScope.retimeFirst), and the next reserve retimes
+-- them all first (S.retime_pending).
+local function retime(first)
+  S.retime_pending = (first and S.tickets > first) and 1 or 0
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
   local gathered = 0 -- the tickets due at the gathering's end so far
-  for _, e in ipairs(index.orderAll()) do
+  for _, e in ipairs(first and index.orderFirst(first) or index.orderAll()) do
     local c, tk = e[1], e[2]
     do
       local fl, w = tk.floor, 0

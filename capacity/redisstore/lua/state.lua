@@ -259,6 +259,7 @@ local STATE_SCHEMA = {
   {'lowered_mark', 'bucket'}, -- the grant mark of the report that lowered each limit (memScope.loweredMark; 4.7)
   {'recent_held', 'dimension'}, -- what the live leases of the recent list hold (recentGrants.held; 5.0)
   {'recent_cutoff', 'number'}, -- grants before it left the recent list (recentGrants.cutoff; 5.0)
+  {'retime_pending', 'number'}, -- 1: a release moved only the first tickets (memScope.retimePending; 5.3)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -737,6 +738,25 @@ end
 function index.orderPut(c, tk)
   write('ZADD', KEYS[K.ORDER + tk.rank], fmt(tk.finish), c)
   index.touched[tk.rank] = true
+end
+
+-- index.orderFirst returns the first k booked tickets as {call, ticket},
+-- in the order they are due.
+function index.orderFirst(k)
+  local out = {}
+  for r = NRANKS - 1, 0, -1 do
+    local start = 0
+    while #out < k do
+      local ids = call('ZRANGE', KEYS[K.ORDER + r], start, start + k - #out - 1)
+      if #ids == 0 then break end
+      for _, c in ipairs(ids) do
+        local tk = getTicket(c)
+        if tk then out[#out + 1] = {c, tk} end
+      end
+      start = start + #ids
+    end
+  end
+  return out
 end
 
 -- index.orderAll returns the booked tickets as {call, ticket} in the order
