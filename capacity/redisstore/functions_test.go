@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +68,41 @@ func TestLibraryCallsShareNothing(t *testing.T) {
 	require.Len(t, snapB.Tickets, 1)
 	require.Equal(t, "x", snapB.Tickets[0].Call)
 	require.False(t, s.functions.off.Load(), "the calls ran as functions")
+}
+
+// TestLibraryLoadedOnceByCallsThatMissItTogether: after Redis lost its
+// functions (restarted empty), the calls that find the library missing at
+// once load it once between them, not once each.
+func TestLibraryLoadedOnceByCallsThatMissItTogether(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedisServer(t, "")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
+	t.Cleanup(func() { _ = rdb.Close() })
+	s, err := New(rdb, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	l := capacity.Limits{RequestsPerMinute: 60_000}
+	reserve := func(credential string) error { // a scope each: no batch shares a call
+		sc := keysScope
+		sc.Credential = credential
+		_, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: "c", Attempt: 1, Charges: capacity.Charges{capacity.Requests: 1}})
+		return err
+	}
+	require.NoError(t, reserve("first")) // loads the library
+	require.NoError(t, rdb.FunctionFlush(ctx).Err())
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	errs := make(chan error, 64)
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() { errs <- reserve(fmt.Sprint("herd-", i)) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	stats, err := rdb.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	require.Equal(t, 1, commandCalls(stats, "function|load"), "FUNCTION LOAD calls:\n%s", stats)
 }
