@@ -117,14 +117,16 @@ func functionMissing(err error) bool {
 }
 
 // refused reports whether err is Redis refusing functions themselves, not
-// one call: a user not allowed FCALL or FUNCTION LOAD (NOPERM), a server
-// that does not know them, or one that rejects the library.
+// one call: a user not allowed to run FCALL or FUNCTION LOAD (a NOPERM
+// that names a command, not the keys), a server that does not know them,
+// or one that rejects the library.
 func refused(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false
 	}
 	msg := re.Error()
-	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "unknown command") ||
+	return strings.HasPrefix(msg, "NOPERM") && strings.Contains(msg, "command") ||
+		strings.Contains(msg, "unknown command") ||
 		strings.HasPrefix(msg, "ERR Error registering functions") || strings.HasPrefix(msg, "ERR Error compiling function")
 }

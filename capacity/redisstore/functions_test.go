@@ -106,3 +106,30 @@ func TestLibraryLoadedOnceByCallsThatMissItTogether(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, commandCalls(stats, "function|load"), "FUNCTION LOAD calls:\n%s", stats)
 }
+
+// TestRefused: only an error that refuses functions themselves turns the
+// library off; a call refused its keys is an error of that call.
+func TestRefused(t *testing.T) {
+	for _, tt := range []struct {
+		msg  string
+		want bool
+	}{
+		{"NOPERM this user has no permissions to run the 'fcall' command", true},
+		{"NOPERM this user has no permissions to run the 'function|load' command", true},
+		{"ERR unknown command 'FCALL', with args beginning with: ", true},
+		{"ERR Error registering functions: ERR user_function:2: Script attempted to access nonexistent global variable 'math'", true},
+		{"NOPERM this user has no permissions to access one of the keys used as arguments", false},
+		{"ERR Function not found", false},
+		{"LOADING Redis is loading the dataset in memory", false},
+		{"READONLY You can't write against a read only replica.", false},
+	} {
+		require.Equal(t, tt.want, refused(replyError(tt.msg)), tt.msg)
+	}
+	require.False(t, refused(context.DeadlineExceeded), "a timeout is not a refusal")
+}
+
+// replyError is an error reply from Redis, as go-redis returns one.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
