@@ -109,8 +109,9 @@
 //
 //	+fcall +fcall_ro +function|load
 //
-// Without them the store sends the scripts with EVALSHA, as before: its
-// first call refused NOPERM turns the library off for that Store. The
+// Without them the store sends the scripts with EVALSHA, as before: the
+// first FCALL or FUNCTION LOAD refused (NOPERM) turns the library off for
+// that Store. Calls that find the library missing together load it once. The
 // library is named tollgate_ and the SHA-1 of its code, so two versions of
 // tollgate load side by side during a rolling deploy. Libraries stay in
 // Redis (they are saved and replicated like data); after a deploy, the

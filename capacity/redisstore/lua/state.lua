@@ -68,8 +68,8 @@ local READ_ONLY
 -- resets are the functions that set each file's state for a new call.
 local resets = {}
 
--- begin starts a call of keys and args: every entry (entries, below)
--- calls it first.
+-- begin starts a call of keys and args: every scope script's entry
+-- (entries.<name>, in its own file) calls it first.
 local function begin(keys, args)
   useGlobals()
   KEYS, ARGV = keys, args
