@@ -38,7 +38,7 @@ const HalfOpenMemory = 24 * time.Hour
 // it.
 type scripts struct {
 	ops, renew, block, snapshot, unblock *script // scope scripts
-	blockCred, failure                   *script // constants.lua and their own file
+	blockCred, failure                   *script // no state: constants.lua and their own file
 	// release is the release script of scripts before 5.2 (nil in later
 	// ones, whose releases are operations of ops).
 	release *script
