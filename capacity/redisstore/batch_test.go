@@ -223,7 +223,7 @@ func TestBatchTakesReleasesTogether(t *testing.T) {
 	}{
 		{"releases alone", repeat(opRelease, 600), maxReleaseBatch},
 		{"fewer releases than a batch", repeat(opRelease, 10), 10},
-		{"releases, then a reserve", append(repeat(opRelease, 100), opReserve), 100},
+		{"releases, then a reserve", append(repeat(opRelease, maxReleaseBatch-10), opReserve), maxReleaseBatch - 10}, // more than maxBatch
 		{"a few releases and reserves", append(repeat(opRelease, 5), repeat(opReserve, 40)...), maxBatch},
 		{"reserves", repeat(opReserve, 100), maxBatch},
 	} {
