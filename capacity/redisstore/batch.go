@@ -14,7 +14,7 @@ const maxBatch = 32
 // a release costs little, and the batch's releases share the retime of
 // the first tickets they move (lua/ops.lua). Callers cancelled together (a
 // workflow with many calls waiting, a worker stopped) send 64 at a time:
-// about 2 ms of Redis each (scripts 5.2 sent 512, when each batch retimed
+// about 3 ms of Redis each (scripts 5.2 sent 512, when each batch retimed
 // every ticket; decision 0007, "Scripts 5.3").
 const maxReleaseBatch = 64
 
