@@ -72,8 +72,9 @@ type scopeState struct {
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.
 	cut float64
-	// retimePending says a release moved only the first tickets
-	// (retimeFirst): the next Reserve retimes them all first.
+	// retimePending says a release or a refund moved only the first
+	// tickets (retimeFirst): the others may be later than the budget
+	// has them, and every Reserve retimes the first again.
 	retimePending bool
 }
 

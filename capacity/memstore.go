@@ -117,7 +117,9 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	st.setLimits(req.Limits, now)
 	st.advance(now)
 	if st.retimePending {
-		st.retime(now) // a release moved only the first tickets
+		// A release or a refund moved only the first tickets: those that
+		// came near the head since move now.
+		st.retimeFirst(now, tuning.ReleaseRetime)
 	}
 
 	// A demand that can never fit is refused, never queued.
@@ -367,8 +369,11 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	st.charge(delta)
 	st.dispatched(delta)
 	st.settleFlow(lease, lease.Charges.Add(delta), now)
-	if delta.bucketsChange() {
+	switch {
+	case delta.movesTicketsBack():
 		st.retime(now)
+	case delta.bucketsChange():
+		st.retimeFirst(now, tuning.ReleaseRetime) // a refund only brings tickets forward
 	}
 	st.wake()
 	return nil
@@ -532,7 +537,7 @@ func (s *MemoryStore) Snapshot(ctx context.Context, sc Scope) (Snapshot, error) 
 	view := st.clone()
 	view.advance(now)
 	if view.retimePending {
-		view.retime(now)
+		view.retimeFirst(now, tuning.ReleaseRetime) // as the next Reserve would
 	}
 	return view.snapshot(snap, now), nil
 }

@@ -19,9 +19,14 @@ import (
 func (m *memScope) retime(now time.Time) { m.retimeFirst(now, len(m.tickets)) }
 
 // retimeFirst is retime for the first n tickets in their order, as far as
-// retime would move them; the others keep their times until the next
-// retime, which the next Reserve runs first (retimePending). It requires
-// the scope's lock.
+// retime would move them. It is for moves that can only bring tickets
+// forward (a release, a refund): the others keep their times, at or after
+// the times retime would give them, and the scope is left retime-pending,
+// so that every Reserve retimes the first n again until a retime of every
+// ticket clears it. A ticket is thus retimed, and its call told if it
+// moved well forward (broughtForward), as it comes within n of the head,
+// and no operation walks the whole queue for a refund. It requires the
+// scope's lock.
 func (m *memScope) retimeFirst(now time.Time, n int) {
 	m.retimePending = len(m.tickets) > n
 	if len(m.tickets) == 0 {
@@ -46,7 +51,9 @@ func (m *memScope) retimeFirst(now time.Time, n int) {
 				w = max(w, waitFor(need, m.rate(d)))
 			}
 		}
-		tk.At = now.Add(w)
+		if w > 0 || tk.At.After(now) {
+			tk.At = now.Add(w)
+		} // else it is due, and keeps the time it came due at
 		if g := m.gatherFloor(tk); !g.IsZero() && !tk.At.After(g) {
 			// Released together, the gathered calls are due in their fair
 			// order, GatherSpacing apart.
@@ -87,8 +94,11 @@ func (m *memScope) announceDue(call string) {
 
 // takeOverdue gives call's ticket the place of the earliest ticket of its
 // rank that is OverdueTicket past its time, and moves that one to call's
-// old time (their places in the fair order too); then every ticket is
-// retimed. It reports whether it found one. It requires the scope's lock.
+// old time (their places in the fair order too); then the tickets are
+// retimed: the first only (retimeFirst) if call's ticket charges no more
+// than the one whose place it takes, so that the tickets between them can
+// only come forward, else every one. It reports whether it found one. It
+// requires the scope's lock.
 func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	mine := m.tickets[call]
 	for _, tk := range m.ticketsByTime() {
@@ -105,7 +115,11 @@ func (m *memScope) takeOverdue(call string, now time.Time) bool {
 			tk.Expires = exp
 		}
 		m.tickets[call], m.tickets[tk.Call] = mine, tk
-		m.retime(now)
+		if mine.Charges.Sub(tk.Charges).movesTicketsBack() {
+			m.retime(now)
+		} else {
+			m.retimeFirst(now, tuning.ReleaseRetime)
+		}
 		return true
 	}
 	return false
@@ -156,6 +170,19 @@ func (m *memScope) ticketsByTime() []Ticket {
 func (c Charges) bucketsChange() bool {
 	for d := range numBuckets {
 		if c[d] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// movesTicketsBack reports whether charging c takes from any per-minute
+// bucket (a debt): booked tickets may then be due later, and every one
+// moves at once. A refund only brings them forward, which can wait until
+// they near the head (retimeFirst).
+func (c Charges) movesTicketsBack() bool {
+	for d := range numBuckets {
+		if c[d] > 0 {
 			return true
 		}
 	}

@@ -49,7 +49,10 @@ const (
 // margin, which grants 95 % of the rate: 190/s). A second row runs the same
 // with a one-second bucket (Burst). Each caller loops for 10 s
 // (TOLLGATE_SCALE_SECONDS):
-// capacity.Wait with Book, hold 20 ms, Settle with the same charges. It
+// capacity.Wait with Book, hold 20 ms, Settle with the same charges. A
+// third row runs at the default bucket with calls that reserve 1,000 tokens
+// and settle with 250 (tokens per minute 60M, so requests still bind), as
+// calls that reserve their max_tokens do: every settle refunds. It
 // asserts nothing about time; it reports, over the window:
 //
 //   - grants/s: grants in the window / its length; grants/s-min and -max:
@@ -84,8 +87,9 @@ func BenchmarkHotScope(b *testing.B) {
 		b.Skip("a multi-second multi-process run")
 	}
 	for _, c := range scaleBursts {
-		b.Run(c.name, func(b *testing.B) { benchmarkHotScope(b, c.burst) })
+		b.Run(c.name, func(b *testing.B) { benchmarkHotScope(b, c.burst, false) })
 	}
+	b.Run("burst=default,settle=refund", func(b *testing.B) { benchmarkHotScope(b, 0, true) })
 }
 
 // scaleBursts are the buckets the scale benchmarks run at: the default
@@ -96,10 +100,12 @@ var scaleBursts = []struct {
 }{{"burst=default", 0}, {"burst=1s", time.Second}}
 
 // benchmarkHotScope is BenchmarkHotScope with the hot scope's Limits.Burst
-// set to burst (zero: the default).
-func benchmarkHotScope(b *testing.B, burst time.Duration) {
+// set to burst (zero: the default); with refund, its calls reserve 1,000
+// tokens and settle with 250 (scaleRefundCharges), as calls that reserve
+// their max_tokens do, so that every settle refunds.
+func benchmarkHotScope(b *testing.B, burst time.Duration, refund bool) {
 	run := scaleSetup(b, "hot", 8)
-	run.burst = burst
+	run.burst, run.refund = burst, refund
 	reps, srv := run.run(b, 0)
 	var (
 		casCommits, casConflicts                                int64
@@ -159,8 +165,12 @@ func benchmarkHotScope(b *testing.B, burst time.Duration) {
 	for k, v := range f {
 		b.ReportMetric(v, k)
 	}
-	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget with %s, hold %v, %.0f s on %s",
-		run.procs, run.callers/run.procs, run.callers, scaleBucket(burst), scaleHold, secs, run.addr)
+	settle := "settle what was reserved"
+	if refund {
+		settle = "reserve 1,000 tokens and settle 250"
+	}
+	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget with %s, hold %v, %s, %.0f s on %s",
+		run.procs, run.callers/run.procs, run.callers, scaleBucket(burst), scaleHold, settle, secs, run.addr)
 	b.Logf("  grants: %d = %.1f/s; per 1-s window %v (min %d, max %d after the burst window)", grants, g/secs, perSec, lo, hi)
 	b.Logf("  Reserve latency (inside Store.Reserve, %d calls): p50 %.0f µs, p99 %.0f µs; after the first second (every caller arriving at once): p99 %.0f µs",
 		len(lat), f["reserve-p50-us"], f["reserve-p99-us"], f["steady-p99-us"])
@@ -254,6 +264,7 @@ type scaleRun struct {
 	rdb            *redis.Client
 	procs, callers int
 	burst          time.Duration // the hot scope's Limits.Burst; zero: the default
+	refund         bool          // the hot scope's settles refund (scaleRefundCharges)
 	// during, if set, runs in this process over the window, while the
 	// children run: [start, end).
 	during func(start, end time.Time)
@@ -331,7 +342,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 		cmd.Env = append(os.Environ(),
 			scaleEnvRole+"="+r.role, scaleEnvAddr+"="+r.addr, scaleEnvPrefix+"="+r.prefix,
 			scaleEnvProc+"="+strconv.Itoa(p), scaleEnvProcCallers+"="+strconv.Itoa(n), scaleEnvProcScopes+"="+strconv.Itoa(scopes),
-			scaleEnvBurst+"="+scaleBurstEnv(r.burst),
+			scaleEnvBurst+"="+scaleBurstEnv(r.burst), scaleEnvRefund+"="+scaleRefundEnv(r.refund),
 			scaleEnvStart+"="+strconv.FormatInt(r.start.UnixNano(), 10), scaleEnvEnd+"="+strconv.FormatInt(end.UnixNano(), 10),
 			scaleEnvOut+"="+filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
 		out := &strings.Builder{}
@@ -484,6 +495,14 @@ func scaleBurstEnv(burst time.Duration) string {
 		return ""
 	}
 	return burst.String()
+}
+
+// scaleRefundEnv is TOLLGATE_SCALE_REFUND's value for refund.
+func scaleRefundEnv(refund bool) string {
+	if refund {
+		return "1"
+	}
+	return ""
 }
 
 // scaleAddr returns the Redis the scale benchmarks run on: see

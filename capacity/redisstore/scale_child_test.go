@@ -30,6 +30,9 @@ const (
 	scaleEnvEnd         = "TOLLGATE_SCALE_END"
 	scaleEnvOut         = "TOLLGATE_SCALE_OUT"   // the report file
 	scaleEnvBurst       = "TOLLGATE_SCALE_BURST" // Limits.Burst (a duration); unset: the default
+	// scaleEnvRefund, set to "1", has the hot scope's calls reserve tokens
+	// and settle with a quarter of them (scaleRefundCharges).
+	scaleEnvRefund = "TOLLGATE_SCALE_REFUND"
 	// scaleEnvStore, set to "cas", runs the scopes on the compare-and-set
 	// prototype (casproto_test.go) instead of the Redis store.
 	scaleEnvStore = "TOLLGATE_SCALE_STORE"
@@ -56,6 +59,19 @@ func scaleManyLimits(burst time.Duration) capacity.Limits {
 
 // scaleOne is one request holding one in-flight slot.
 var scaleOne = capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}
+
+// scaleRefundTPM is the hot scope's tokens per minute when its calls
+// refund (TOLLGATE_SCALE_REFUND): 1M tokens/s, five times what 200
+// grants/s of scaleRefundCharges reserve, so the request rate still binds.
+const scaleRefundTPM = 60_000_000
+
+// scaleRefundCharges are what a hot-scope call reserves and settles with
+// when its calls refund: a pessimistic reservation of 1,000 tokens of
+// which a quarter is used, as a call reserving its max_tokens does.
+var scaleRefundCharges = [2]capacity.Charges{
+	{capacity.Requests: 1, capacity.InFlight: 1, capacity.Tokens: 1000},
+	{capacity.Requests: 1, capacity.InFlight: 1, capacity.Tokens: 250},
+}
 
 // scaleManyScope returns scope i of BenchmarkManyScopes: 50 credentials of
 // 20 limit groups each.
@@ -251,8 +267,11 @@ func TestScaleChild(t *testing.T) {
 	var work func(ctx context.Context, c *scaleCaller, i int)
 	switch role {
 	case "hot":
-		lim := scaleHotLimits(burst)
-		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, st, lim, c, proc, i) }
+		lim, charges := scaleHotLimits(burst), [2]capacity.Charges{scaleOne, scaleOne}
+		if os.Getenv(scaleEnvRefund) == "1" {
+			lim.TokensPerMinute, charges = scaleRefundTPM, scaleRefundCharges
+		}
+		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, st, lim, charges, c, proc, i) }
 	case "many":
 		scopes := int(num(scaleEnvProcScopes))
 		work = func(ctx context.Context, c *scaleCaller, i int) {
@@ -317,13 +336,14 @@ func TestScaleChild(t *testing.T) {
 	}
 }
 
-// scaleHotCaller loops until ctx ends: wait for a grant on the hot scope
-// (booking a ticket), hold it scaleHold, settle with the same charges.
-func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, c *scaleCaller, proc, caller int) {
+// scaleHotCaller loops until ctx ends: wait for a grant of charges[0] on
+// the hot scope (booking a ticket), hold it scaleHold, settle with
+// charges[1].
+func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, charges [2]capacity.Charges, c *scaleCaller, proc, caller int) {
 	st := scaleTimed{scaleStore: s, c: c}
 	for i := 0; ; i++ {
 		req := capacity.Request{
-			Scope: scaleHotScope, Limits: lim, Charges: scaleOne,
+			Scope: scaleHotScope, Limits: lim, Charges: charges[0],
 			Call: fmt.Sprintf("p%d-c%d-%d", proc, caller, i), Attempt: 1, Class: capacity.Standard, Book: true,
 		}
 		t0 := time.Now()
@@ -343,7 +363,7 @@ func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, c *s
 		}
 		time.Sleep(scaleHold)
 		ts := time.Now()
-		if err := s.Settle(context.Background(), res.Lease, res.Lease.Charges); err != nil {
+		if err := s.Settle(context.Background(), res.Lease, charges[1]); err != nil {
 			c.fail(fmt.Errorf("settle: %w", err))
 		}
 		if ts.Before(c.end) {

@@ -31,6 +31,7 @@ var previousScripts = []struct {
 	{"5.0", "testdata/scripts-v5.0", false}, // remembers ended leases, not lapsed ones
 	{"5.1", "testdata/scripts-v5.1", false}, // releases in a script of their own
 	{"5.2", "testdata/scripts-v5.2", false}, // scripts only, no function library
+	{"5.3", "testdata/scripts-v5.3", false}, // a refund retimes every ticket
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
@@ -237,7 +238,7 @@ func TestUpgradeRebuildsIndexes(t *testing.T) {
 }
 
 // TestUpgradeRebuildsOnlyWhatLacksIndexes: a state saved last by scripts
-// that keep 5.0's indexes (5.0 to 5.2) is decided on as it is; one saved by
+// that keep 5.0's indexes (5.0 to 5.3) is decided on as it is; one saved by
 // 4.7, which keeps none, is re-indexed (index.keptBy in lua/state.lua). A
 // rebuild begins by deleting the index keys, so the commands a reserve ran
 // on a server of its own tell the two apart.
@@ -250,6 +251,7 @@ func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
 		{"5.0", "testdata/scripts-v5.0", false},
 		{"5.1", "testdata/scripts-v5.1", false},
 		{"5.2", "testdata/scripts-v5.2", false},
+		{"5.3", "testdata/scripts-v5.3", false},
 	} {
 		t.Run(tt.version, func(t *testing.T) {
 			srv := testenv.StartRedisServer(t, "")

@@ -285,30 +285,60 @@ var followCases = []Case{
 		res = h.deny(b)
 		assert.Equal(h.t, time.Second, res.RetryAt.Sub(res.Now), "b takes a's place")
 	}},
-	{"ReleaseMovesTicketsBeyondTheFirstByTheNextReserve", func(h *harness) {
-		// A release moves the first tuning.ReleaseRetime tickets at once;
-		// a snapshot, and the next Reserve, see every ticket moved.
+	ticketsNearingTheHead("Release", func(h *harness, _ capacity.Lease, booked []capacity.Request) int {
+		require.NoError(h.t, h.store.Release(h.ctx, capacity.Lease{Scope: testScope, Call: booked[0].Call}))
+		return 1
+	}),
+	ticketsNearingTheHead("Refund", func(h *harness, first capacity.Lease, _ []capacity.Request) int {
+		used := first.Charges
+		used[capacity.Requests] = 0 // the provider did not count the call: its request comes back
+		require.NoError(h.t, h.store.Settle(h.ctx, first, used))
+		return 0
+	}),
+}
+
+// ticketsNearingTheHead is the case of a move that can only bring booked
+// tickets forward (a release, a refund): the first tuning.ReleaseRetime
+// tickets move at once, and each other one, here by a second, as it comes
+// within that many of the head. Until then it keeps its later time, which
+// Reserve and Snapshot both report. move gives a second of the bucket back
+// and returns the index of the first ticket still booked: first is the
+// lease granted before the tickets were booked, booked the tickets' calls,
+// each booked a second after the one before it.
+func ticketsNearingTheHead(name string, move func(h *harness, first capacity.Lease, booked []capacity.Request) int) Case {
+	return Case{name + "MovesTicketsBeyondTheFirstAsTheyNearTheHead", func(h *harness) {
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
-		h.grant(h.req(l, one()))
+		start := h.clock.Now()
+		first := h.grant(h.req(l, one()))
 		n := tuning.ReleaseRetime + 8
 		booked := make([]capacity.Request, n)
 		for i := range booked {
 			booked[i] = h.req(l, one())
 			booked[i].Book = true
-			h.deny(booked[i])
+			res := h.deny(booked[i])
+			require.Equal(h.t, time.Duration(i+1)*time.Second, res.RetryAt.Sub(start))
 		}
-		last := booked[n-1]
-		res := h.deny(last)
-		assert.Equal(h.t, time.Duration(n)*time.Second, res.RetryAt.Sub(res.Now))
-		require.NoError(h.t, h.store.Release(h.ctx, capacity.Lease{Scope: testScope, Call: booked[0].Call}))
+		head := move(h, first, booked)
+		due := func(r capacity.Request) time.Duration {
+			res := h.deny(r)
+			require.Equal(h.t, capacity.DenyTicket, res.Reason)
+			return res.RetryAt.Sub(start)
+		}
+		inside, last := booked[head+tuning.ReleaseRetime-1], booked[n-1]
+		assert.Equal(h.t, time.Duration(head+tuning.ReleaseRetime-1)*time.Second, due(inside), "the last of the first tickets moved forward")
+		assert.Equal(h.t, time.Duration(n)*time.Second, due(last), "a ticket further back keeps its later time")
 		snap := h.snap(testScope)
-		require.Len(h.t, snap.Tickets, n-1)
-		tail := snap.Tickets[n-2]
+		tail := snap.Tickets[len(snap.Tickets)-1]
 		assert.Equal(h.t, last.Call, tail.Call)
-		assert.Equal(h.t, time.Duration(n-1)*time.Second, tail.At.Sub(snap.Now), "the snapshot shows the last ticket moved")
-		res = h.deny(last)
-		assert.Equal(h.t, time.Duration(n-1)*time.Second, res.RetryAt.Sub(res.Now), "the last ticket moved too")
-	}},
+		assert.Equal(h.t, time.Duration(n)*time.Second, tail.At.Sub(start), "the snapshot reports what Reserve does")
+		// The tickets are claimed at their times until the last one is
+		// among the first: then it too is due a second earlier.
+		for i := head; i+tuning.ReleaseRetime < n; i++ {
+			h.clock.Advance(start.Add(time.Duration(i) * time.Second).Sub(h.clock.Now()))
+			h.grant(booked[i])
+		}
+		assert.Equal(h.t, time.Duration(n-1)*time.Second, due(last), "the last ticket moved forward as it neared the head")
+	}}
 }
 
 // reported is an observation of d's limit and remaining.

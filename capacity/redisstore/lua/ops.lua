@@ -22,13 +22,15 @@
 -- A settle's: 'ok', or 'gone' when the scope's state did not exist.
 -- An observe's: 'ok'. A release's: 'ok' (or 'gone', as a settle's).
 --
--- A release does not retime the tickets itself: the first RELEASE_RETIME
--- tickets it moves are retimed once, before the batch's next operation of
--- another kind or at its end, and the rest by the next reserve
--- (S.retime_pending), so that releases (callers cancelled together) never
--- walk the queue. retime derives every ticket's time from the budget and
--- the fair order alone, so the tickets end where releases each followed by
--- a retime would leave them.
+-- A release, or a settle that refunds, does not retime the tickets itself:
+-- it can only bring them forward, so the first RELEASE_RETIME are retimed
+-- once, before the batch's next reserve or observe, or a settle that
+-- pushes them back, or at its end; each other ticket keeps its later time
+-- until a reserve finds it among the first (S.retime_pending), so that
+-- neither releases (callers cancelled together) nor refunds walk the
+-- queue. retime derives every ticket's time from the budget and the fair
+-- order alone, so the tickets end where each operation followed by its
+-- own retime would leave them.
 
 -- This file's locals are a block's (do ... end, not indented): in the
 -- function library the next file's start where they end, and a Lua
@@ -37,6 +39,23 @@ do
 -- GRACE and BATCH_LIMITS are the batch's ticket grace and limits
 -- signature (entries.ops sets them).
 local GRACE, BATCH_LIMITS
+
+-- forward holds the batch's moves that only bring tickets forward (one
+-- local: a Lua function has at most 200). forward.owed is set by a release
+-- or a refund whose retime of the first tickets is still to run.
+local forward = {}
+resets[#resets + 1] = function() forward.owed = false end
+
+-- forward.retimeDue moves the first tickets if a release or a refund left
+-- them to be moved (MemoryStore.Release and Settle: retimeFirst,
+-- RELEASE_RETIME), and, on a retime-pending scope, those a reserve finds
+-- among the first (MemoryStore.Reserve).
+function forward.retimeDue()
+  if forward.owed or S.retime_pending == 1 then
+    forward.owed = false
+    retime(RELEASE_RETIME)
+  end
+end
 
 -- deny returns a denial as the reply holds it (Redis only); blk is the
 -- block in force ({} for none). A caller
@@ -254,7 +273,7 @@ end
 local function reserve(req)
   setLimits(req.limits)
   advance()
-  if S.retime_pending == 1 then retime() end -- a release moved only the first tickets
+  forward.retimeDue() -- a release or a refund moved only the first tickets
   -- A demand that can never fit is refused, never queued.
   for d = 1, ND do
     local most = admissible(d)
@@ -307,11 +326,16 @@ local function settle(c, attempt, delta, lease)
   local final = {}
   for d = 1, ND do final[d] = (lease.reserved[d] or 0) + delta[d] end
   fair.settleFlow(lease.class, lease.key, lease.weight, lease.reserved, final, lease.granted_at)
+  local back, ahead = false, false
   for d = 1, NB do
-    if delta[d] ~= 0 then
-      retime()
-      break
-    end
+    back, ahead = back or delta[d] > 0, ahead or delta[d] < 0
+  end
+  if back then
+    -- A debt: every ticket may be due later (Charges.movesTicketsBack).
+    if forward.owed then forward.retimeDue() end
+    retime()
+  elseif ahead then
+    forward.owed = true -- a refund only brings tickets forward
   end
   wake()
   return 'ok'
@@ -347,24 +371,10 @@ local function observeOp(i)
   return o
 end
 
--- releases holds the batch's releases (one local: a Lua function has at
--- most 200). releases.retime is set by a release whose retime is pending.
-local releases = {}
-resets[#resets + 1] = function() releases.retime = false end
-
--- releases.retimeDue moves the first tickets if a release left them to be
--- moved (MemoryStore.Release: retimeFirst, RELEASE_RETIME).
-function releases.retimeDue()
-  if releases.retime then
-    releases.retime = false
-    retime(RELEASE_RETIME)
-  end
-end
-
--- releases.release releases call c's lease with id, or its ticket when id
+-- forward.release releases call c's lease with id, or its ticket when id
 -- is '' (MemoryStore.Release), refunding what it holds; the tickets'
 -- retime is left to retimeDue.
-function releases.release(c, id)
+function forward.release(c, id)
   advance()
   if id == '' then
     local tk = unbook(c)
@@ -372,7 +382,7 @@ function releases.release(c, id)
       refund(tk.charge)
       fair.unplace(tk)
       fair.refundKey(tk)
-      releases.retime = true
+      forward.owed = true
       wake()
     end
     return 'ok'
@@ -382,7 +392,7 @@ function releases.release(c, id)
     dropLease(c)
     refund(le.charge)
     fair.settleFlow(le.class, le.key, le.weight, le.charge, zeros(ND), le.granted_at)
-    releases.retime = true
+    forward.owed = true
     wake()
   end
   return 'ok'
@@ -393,9 +403,8 @@ local function run(code, c, i)
   if code == OP.RELEASE then
     local m = readLayout(LAYOUTS.release, ARGV, i)
     BOUND1, BOUND2 = m.day_boundary, m.next_boundary
-    return releases.release(c, m.id)
+    return forward.release(c, m.id)
   end
-  releases.retimeDue()
   if code == OP.RESERVE then
     local res = reserve(reserveOp(c, i))
     LOADED = true
@@ -410,6 +419,7 @@ local function run(code, c, i)
     return settle(c, m.attempt, m.delta, lease)
   end
   advance()
+  if forward.owed then forward.retimeDue() end
   observe(observeOp(i))
   LOADED = true
   return 'ok'
@@ -449,7 +459,7 @@ function entries.ops(keys, args)
     results[#results + 1] = run(code, ARGV[i + 1], i + 2)
     i = i + 2 + OP_FIELDS[code]
   end
-  releases.retimeDue()
+  if forward.owed then forward.retimeDue() end
   save()
   local out = header('B')
   for _, r in ipairs(results) do out[#out + 1] = r end

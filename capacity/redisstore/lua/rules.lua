@@ -442,8 +442,9 @@ end
 -- those of every ticket due before it, above its class's floor: tickets
 -- follow the budget. A ticket brought forward keeps its expiry, one pushed
 -- back lapses the ticket grace after its new time. With first, only the
--- first tickets move (memScope.retimeFirst), and the next reserve retimes
--- them all first (S.retime_pending).
+-- first tickets move (memScope.retimeFirst: a move that only brings
+-- tickets forward), and every reserve retimes the first again until a
+-- retime of every ticket (S.retime_pending).
 local function retime(first)
   S.retime_pending = (first and S.tickets > first) and 1 or 0
   if S.tickets == 0 then return end
@@ -462,6 +463,7 @@ local function retime(first)
         end
       end
       local at = NOW + w
+      if w == 0 and tk.at < NOW then at = tk.at end -- due: it keeps the time it came due at
       if tk.key ~= '' and S.fair_start_until ~= 0 and at <= S.fair_start_until then
         -- Released together, gathered calls are due in their fair order,
         -- GATHER_SPACING apart (tuning.GatherSpacing).
@@ -482,7 +484,9 @@ end
 
 -- takeOverdue gives call c's ticket (mine) the place of the earliest ticket
 -- of its rank OVERDUE_TICKET past its time, and moves that one to c's old
--- time (their places in the fair order too); then every ticket is retimed.
+-- time (their places in the fair order too); then the tickets are retimed:
+-- the first only if mine charges no more than the one whose place it
+-- takes (the tickets between them can only come forward), else every one.
 -- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
   flushTickets()
@@ -501,7 +505,9 @@ local function takeOverdue(c, mine)
         putTicket(id, tk)
         index.orderPut(c, mine)
         index.orderPut(id, tk)
-        retime()
+        local back = false
+        for d = 1, NB do back = back or mine.charge[d] > tk.charge[d] end
+        retime(not back and RELEASE_RETIME or nil)
         return true
       end
     end

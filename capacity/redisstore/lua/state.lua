@@ -259,7 +259,7 @@ local STATE_SCHEMA = {
   {'lowered_mark', 'bucket'}, -- the grant mark of the report that lowered each limit (memScope.loweredMark; 4.7)
   {'recent_held', 'dimension'}, -- what the live leases of the recent list hold (recentGrants.held; 5.0)
   {'recent_cutoff', 'number'}, -- grants before it left the recent list (recentGrants.cutoff; 5.0)
-  {'retime_pending', 'number'}, -- 1: a release moved only the first tickets (memScope.retimePending; 5.3)
+  {'retime_pending', 'number'}, -- 1: a release or a refund moved only the first tickets (memScope.retimePending; 5.3)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -814,7 +814,7 @@ end
 -- index.keptBy are the versions of the scripts that keep these indexes as
 -- this one does: a state one of them saved last needs no rebuild. A state
 -- of any other version, older or newer (a rollback), is re-indexed.
-index.keptBy = {['5.0'] = true, ['5.1'] = true, ['5.2'] = true, [SCRIPT_VERSION] = true}
+index.keptBy = {['5.0'] = true, ['5.1'] = true, ['5.2'] = true, ['5.3'] = true, [SCRIPT_VERSION] = true}
 
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
 -- walk over them, when a state saved by a version of the scripts that does
