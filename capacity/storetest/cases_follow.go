@@ -273,6 +273,20 @@ var followCases = []Case{
 		// nothing) for the half second its ticket sat unclaimed.
 		assert.Equal(h.t, time.Second, late.RetryAt.Sub(late.Now), "the call that was away goes next")
 	}},
+	{"DueTicketStaysOverdueThroughARetime", func(h *harness) {
+		// A retime leaves a due ticket at the time it came due: one whose
+		// call is away is still overdue after a refund moved the tickets.
+		l := capacity.Limits{RequestsPerMinute: 60, TokensPerMinute: 6_000_000, SafetyMargin: 1, Burst: time.Second} // 1 request/s, capacity 1
+		first := h.grant(h.req(l, tokens(1000, 0)))
+		away, here := h.req(l, tokens(1000, 0)), h.req(l, tokens(1000, 0))
+		away.Book, here.Book = true, true
+		h.deny(away) // due in 1 s; its call is away
+		res := h.deny(here)
+		assert.Equal(h.t, 2*time.Second, res.RetryAt.Sub(res.Now))
+		h.clock.Advance(time.Second + tuning.OverdueTicket)
+		require.NoError(h.t, h.store.Settle(h.ctx, first, tokens(100, 0))) // tokens come back: the tickets are retimed
+		h.grant(here) // takes the overdue ticket's place
+	}},
 	{"ReleasedTicketMovesTheOthersForward", func(h *harness) {
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
 		h.grant(h.req(l, one()))

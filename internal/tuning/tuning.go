@@ -53,11 +53,13 @@ const GatherSpacing = time.Millisecond
 const AnnounceMove = 10 * time.Millisecond
 
 // ReleaseRetime is how many booked tickets, from the head of their order,
-// a release moves forward at once. The rest keep their times, later than
-// the budget allows, until the next Reserve retimes every ticket first: a
-// release does not walk the queue, and a move is announced only to a
-// ticket whose wait it cuts by a quarter (AnnounceMove), which a release
-// of one call does only near the head.
+// a move that can only bring them forward (a release, a refund) retimes at
+// once, and every Reserve after it until a retime of every ticket. The
+// rest keep their times, later than the budget allows, until they come
+// that near the head: such a move does not walk the queue, and a move is
+// announced only to a ticket whose wait it cuts by a quarter
+// (AnnounceMove), which one call's release or refund does only near the
+// head.
 const ReleaseRetime = 32
 
 // OverdueTicket is how long past its time a booked ticket waits for its
