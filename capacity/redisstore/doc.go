@@ -68,6 +68,9 @@
 // are unaffected. Scripts 5.2 send releases in the batch script (5.1's
 // workers keep their release script), the state unchanged. Scripts 5.3 are
 // also a function library; the state, leases and tickets are as 5.2's.
+// Scripts 5.4 retime only the first tickets after a refund, as after a
+// release; a 5.3 reserve retimes every ticket of a scope a 5.4 operation
+// left retime-pending, so the two agree.
 //
 // The one exception is the step to format 3 from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,

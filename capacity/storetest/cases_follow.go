@@ -285,7 +285,7 @@ var followCases = []Case{
 		assert.Equal(h.t, 2*time.Second, res.RetryAt.Sub(res.Now))
 		h.clock.Advance(time.Second + tuning.OverdueTicket)
 		require.NoError(h.t, h.store.Settle(h.ctx, first, tokens(100, 0))) // tokens come back: the tickets are retimed
-		h.grant(here) // takes the overdue ticket's place
+		h.grant(here)                                                      // takes the overdue ticket's place
 	}},
 	{"ReleasedTicketMovesTheOthersForward", func(h *harness) {
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
