@@ -284,8 +284,10 @@ var followCases = []Case{
 		res := h.deny(here)
 		assert.Equal(h.t, 2*time.Second, res.RetryAt.Sub(res.Now))
 		h.clock.Advance(time.Second + tuning.OverdueTicket)
-		require.NoError(h.t, h.store.Settle(h.ctx, first, tokens(100, 0))) // tokens come back: the tickets are retimed
-		h.grant(here)                                                      // takes the overdue ticket's place
+		// Tokens come back, and the tickets are retimed; here then takes
+		// the place of the ticket still overdue.
+		require.NoError(h.t, h.store.Settle(h.ctx, first, tokens(100, 0)))
+		h.grant(here)
 	}},
 	{"ReleasedTicketMovesTheOthersForward", func(h *harness) {
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
