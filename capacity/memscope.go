@@ -76,6 +76,11 @@ type scopeState struct {
 	// tickets (retimeFirst): the others may be later than the budget
 	// has them, and every Reserve retimes the first again.
 	retimePending bool
+	// bookedFlow is the flow of every booked ticket, unless flowsMixed
+	// says that tickets of more than one flow were booked since the scope
+	// last had none (soleFlow).
+	bookedFlow flowID
+	flowsMixed bool
 }
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {
@@ -306,6 +311,11 @@ func (m *memScope) dispatched(c Charges) {
 // book takes a ticket's charges now and holds them until the ticket is
 // claimed, lapses or is released.
 func (m *memScope) book(tk Ticket) {
+	if id := (flowID{tk.Class, tk.Key}); len(m.tickets) == 0 {
+		m.bookedFlow, m.flowsMixed = id, false
+	} else if id != m.bookedFlow {
+		m.flowsMixed = true
+	}
 	m.charge(tk.Charges)
 	for d := range numBuckets {
 		m.booked[d] += float64(tk.Charges[d])
@@ -330,8 +340,16 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 	}
 	if len(m.tickets) == 0 {
 		m.lastFinish = [MaxRank + 1]float64{}
+		m.bookedFlow, m.flowsMixed = flowID{}, false
 	}
 	return tk, true
+}
+
+// soleFlow reports whether every booked ticket is of flow (class, key):
+// tickets are booked and none of another flow was booked since the scope
+// last had none.
+func (m *memScope) soleFlow(class Class, key string) bool {
+	return len(m.tickets) > 0 && !m.flowsMixed && m.bookedFlow == flowID{class, key}
 }
 
 // dailyDenial returns the denial of a request that does not fit today's

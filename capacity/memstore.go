@@ -280,6 +280,12 @@ func (s *MemoryStore) admit(st *memScope, req *Request, now time.Time, ttl time.
 		// the bound is not booked: the call asks again then.
 		at := deny.RetryAt
 		start, finish, weight := st.place(req, rule, req.Charges)
+		if st.soleFlow(req.Class, req.Fairness.Key) && finish < st.lastFinish[rule.Rank] {
+			// Every ticket booked is its own flow's, whose refunds moved
+			// the flow back (settleFlow): it goes after them, in the order
+			// its flow booked, and no ticket moves.
+			start, finish = st.lastFinish[rule.Rank], st.lastFinish[rule.Rank]+(finish-start)
+		}
 		// A ticket of its rank booked before it but finishing later, or
 		// any ticket of a lower rank, is due after it.
 		behind := finish < st.lastFinish[rule.Rank] || st.bookedBelow(rule.Rank)

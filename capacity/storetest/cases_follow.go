@@ -273,6 +273,31 @@ var followCases = []Case{
 		// nothing) for the half second its ticket sat unclaimed.
 		assert.Equal(h.t, time.Second, late.RetryAt.Sub(late.Now), "the call that was away goes next")
 	}},
+	{"RefundKeepsAFlowsTicketsInOrder", func(h *harness) {
+		// A refund moves its flow back in the fair order; the flow's next
+		// booking still goes after the tickets it booked before, when they
+		// are all its own.
+		l := capacity.Limits{RequestsPerMinute: 60, TokensPerMinute: 6_000_000, SafetyMargin: 1, Burst: time.Second} // 1 request/s, capacity 1
+		start := h.clock.Now()
+		first := h.grant(h.req(l, tokens(5000, 0)))
+		var booked []capacity.Request
+		for i := range 3 {
+			r := h.req(l, tokens(1000, 0))
+			r.Book = true
+			res := h.deny(r)
+			require.Equal(h.t, time.Duration(i+1)*time.Second, res.RetryAt.Sub(start))
+			booked = append(booked, r)
+		}
+		require.NoError(h.t, h.store.Settle(h.ctx, first, tokens(100, 0)))
+		next := h.req(l, tokens(1000, 0))
+		next.Book = true
+		res := h.deny(next)
+		assert.Equal(h.t, 4*time.Second, res.RetryAt.Sub(start), "after the flow's own tickets")
+		for i, r := range booked {
+			res := h.deny(r)
+			assert.Equal(h.t, time.Duration(i+1)*time.Second, res.RetryAt.Sub(start), "ticket %d keeps its time", i)
+		}
+	}},
 	{"DueTicketStaysOverdueThroughARetime", func(h *harness) {
 		// A retime leaves a due ticket at the time it came due: one whose
 		// call is away is still overdue after a refund moved the tickets.

@@ -236,6 +236,12 @@ local function admit(req)
     -- goes negative, so later callers queue behind this one. A wait at
     -- the bound is not booked: the call asks again then.
     local start, finish = fair.place(req, req.charges)
+    if soleFlow(req.class, req.key) and finish < S.last_finish[req.rank] then
+      -- Every ticket booked is its own flow's, whose refunds moved the
+      -- flow back (settleFlow): it goes after them, in the order its flow
+      -- booked, and no ticket moves.
+      start, finish = S.last_finish[req.rank], S.last_finish[req.rank] + (finish - start)
+    end
     -- A ticket of its rank booked before it but finishing later, or any
     -- ticket of a lower rank, is due after it.
     local behind = finish < S.last_finish[req.rank] or bookedBelow(req.rank)

@@ -133,7 +133,7 @@ function fair.fairCost(c)
   return c[REQUESTS]
 end
 
-function fair.flowID(class, key) return class .. '/' .. key end
+fair.flowID = flowID
 
 function fair.getFlow(id)
   local f = FLOWS[id]

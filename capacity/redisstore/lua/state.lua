@@ -260,6 +260,8 @@ local STATE_SCHEMA = {
   {'recent_held', 'dimension'}, -- what the live leases of the recent list hold (recentGrants.held; 5.0)
   {'recent_cutoff', 'number'}, -- grants before it left the recent list (recentGrants.cutoff; 5.0)
   {'retime_pending', 'number'}, -- 1: a release or a refund moved only the first tickets (memScope.retimePending; 5.3)
+  {'booked_flow', 'string'}, -- the flow of every booked ticket, unless flows_mixed (memScope.bookedFlow; 5.4)
+  {'flows_mixed', 'number'}, -- 1: tickets of several flows booked since none was (memScope.flowsMixed; 5.4)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -665,6 +667,9 @@ end
 
 -- Tickets -------------------------------------------------------------------
 
+-- flowID names the fair-queuing flow of class and key (flowID in Go).
+local function flowID(class, key) return class .. '/' .. key end
+
 -- Tickets live in a hash (call -> encoded ticket) and two sorted sets
 -- (their lapse times and times), read and written through a cache:
 -- TICKETS[call] is the ticket, or false for none; TICKETS_DIRTY lists the
@@ -777,6 +782,12 @@ end
 -- book takes a ticket's charges now and holds them until the ticket is
 -- claimed, lapses or is released.
 local function book(c, tk)
+  local id = flowID(tk.class, tk.key)
+  if S.tickets == 0 then
+    S.booked_flow, S.flows_mixed = id, 0
+  elseif S.booked_flow ~= id then
+    S.flows_mixed = 1
+  end
   charge(tk.charge)
   for d = 1, NB do
     S.booked[d] = S.booked[d] + tk.charge[d]
@@ -807,8 +818,15 @@ local function unbook(c)
   end
   if S.tickets == 0 then
     for r = 0, NRANKS - 1 do S.last_finish[r] = 0 end
+    S.booked_flow, S.flows_mixed = '', 0
   end
   return tk
+end
+
+-- soleFlow reports whether every booked ticket is of flow (class, key)
+-- (memScope.soleFlow).
+local function soleFlow(class, key)
+  return S.tickets > 0 and S.flows_mixed == 0 and S.booked_flow == flowID(class, key)
 end
 
 -- index.keptBy are the versions of the scripts that keep these indexes as
