@@ -74,8 +74,13 @@ type scopeState struct {
 	cut float64
 	// retimePending says a release or a refund moved only the first
 	// tickets (retimeFirst): the others may be later than the budget
-	// has them, and every Reserve retimes the first again.
+	// has them, and a Reserve retimes the first again once a ticket left
+	// them (windowCurrent).
 	retimePending bool
+	// windowCurrent says the first tickets were retimed and none was
+	// claimed, released or lapsed since: retiming them again would move
+	// none of them.
+	windowCurrent bool
 	// bookedFlow is the flow of every booked ticket, unless flowsMixed
 	// says that tickets of more than one flow were booked since the scope
 	// last had none (soleFlow).
@@ -334,6 +339,7 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 		return Ticket{}, false
 	}
 	delete(m.tickets, call)
+	m.windowCurrent = false // a ticket from beyond the first may be among them now
 	for d := range numBuckets {
 		m.booked[d] = math.Max(0, m.booked[d]-float64(tk.Charges[d]))
 		m.bookedBy[tk.Rank][d] = math.Max(0, m.bookedBy[tk.Rank][d]-float64(tk.Charges[d]))

@@ -116,7 +116,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	defer st.mu.Unlock()
 	st.setLimits(req.Limits, now)
 	st.advance(now)
-	if st.retimePending {
+	if st.retimePending && !st.windowCurrent {
 		// A release or a refund moved only the first tickets: those that
 		// came near the head since move now.
 		st.retimeFirst(now, tuning.ReleaseRetime)
@@ -542,7 +542,7 @@ func (s *MemoryStore) Snapshot(ctx context.Context, sc Scope) (Snapshot, error) 
 	// A copy is advanced to now: reading a scope never changes it.
 	view := st.clone()
 	view.advance(now)
-	if view.retimePending {
+	if view.retimePending && !view.windowCurrent {
 		view.retimeFirst(now, tuning.ReleaseRetime) // as the next Reserve would
 	}
 	return view.snapshot(snap, now), nil

@@ -22,13 +22,13 @@ func (m *memScope) retime(now time.Time) { m.retimeFirst(now, len(m.tickets)) }
 // retime would move them. It is for moves that can only bring tickets
 // forward (a release, a refund): the others keep their times, at or after
 // the times retime would give them, and the scope is left retime-pending,
-// so that every Reserve retimes the first n again until a retime of every
-// ticket clears it. A ticket is thus retimed, and its call told if it
+// so that a Reserve retimes the first n again, once a ticket left them
+// (windowCurrent), until a retime of every ticket clears it. A ticket is thus retimed, and its call told if it
 // moved well forward (broughtForward), as it comes within n of the head,
 // and no operation walks the whole queue for a refund. It requires the
 // scope's lock.
 func (m *memScope) retimeFirst(now time.Time, n int) {
-	m.retimePending = len(m.tickets) > n
+	m.retimePending, m.windowCurrent = len(m.tickets) > n, true
 	if len(m.tickets) == 0 {
 		return
 	}

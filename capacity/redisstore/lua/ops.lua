@@ -26,7 +26,8 @@
 -- it can only bring them forward, so the first RELEASE_RETIME are retimed
 -- once, before the batch's next reserve or observe, or a settle that
 -- pushes them back, or at its end; each other ticket keeps its later time
--- until a reserve finds it among the first (S.retime_pending), so that
+-- until a reserve finds it among the first (S.retime_pending,
+-- S.window_current), so that
 -- neither releases (callers cancelled together) nor refunds walk the
 -- queue. retime derives every ticket's time from the budget and the fair
 -- order alone, so the tickets end where each operation followed by its
@@ -49,9 +50,9 @@ resets[#resets + 1] = function() forward.owed = false end
 -- forward.retimeDue moves the first tickets if a release or a refund left
 -- them to be moved (MemoryStore.Release and Settle: retimeFirst,
 -- RELEASE_RETIME), and, on a retime-pending scope, those a reserve finds
--- among the first (MemoryStore.Reserve).
+-- among the first once a ticket left them (MemoryStore.Reserve).
 function forward.retimeDue()
-  if forward.owed or S.retime_pending == 1 then
+  if forward.owed or S.retime_pending == 1 and S.window_current == 0 then
     forward.owed = false
     retime(RELEASE_RETIME)
   end

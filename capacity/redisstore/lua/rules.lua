@@ -443,10 +443,12 @@ end
 -- follow the budget. A ticket brought forward keeps its expiry, one pushed
 -- back lapses the ticket grace after its new time. With first, only the
 -- first tickets move (memScope.retimeFirst: a move that only brings
--- tickets forward), and every reserve retimes the first again until a
--- retime of every ticket (S.retime_pending).
+-- tickets forward), and a reserve retimes the first again, once a ticket
+-- left them (S.window_current), until a retime of every ticket
+-- (S.retime_pending).
 local function retime(first)
   S.retime_pending = (first and S.tickets > first) and 1 or 0
+  S.window_current = 1
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
   local gathered = 0 -- the tickets due at the gathering's end so far

@@ -262,6 +262,7 @@ local STATE_SCHEMA = {
   {'retime_pending', 'number'}, -- 1: a release or a refund moved only the first tickets (memScope.retimePending; 5.3)
   {'booked_flow', 'string'}, -- the flow of every booked ticket, unless flows_mixed (memScope.bookedFlow; 5.4)
   {'flows_mixed', 'number'}, -- 1: tickets of several flows booked since none was (memScope.flowsMixed; 5.4)
+  {'window_current', 'number'}, -- 1: the first tickets were retimed and none left since (memScope.windowCurrent; 5.4)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -806,6 +807,7 @@ local function unbook(c)
   local tk = getTicket(c)
   if not tk then return nil end
   TICKETS[c], TICKETS_DIRTY[c] = false, true
+  S.window_current = 0 -- a ticket from beyond the first may be among them now
   write('ZREM', KEYS[K.ORDER + tk.rank], c)
   S.tickets = S.tickets - 1
   for d = 1, NB do
