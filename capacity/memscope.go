@@ -86,6 +86,9 @@ type scopeState struct {
 	// last had none (soleFlow).
 	bookedFlow flowID
 	flowsMixed bool
+	// bookedFloor is the highest class floor of the tickets booked since
+	// the scope last had none (refundMovesTickets).
+	bookedFloor float64
 }
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {
@@ -317,10 +320,11 @@ func (m *memScope) dispatched(c Charges) {
 // claimed, lapses or is released.
 func (m *memScope) book(tk Ticket) {
 	if id := (flowID{tk.Class, tk.Key}); len(m.tickets) == 0 {
-		m.bookedFlow, m.flowsMixed = id, false
+		m.bookedFlow, m.flowsMixed, m.bookedFloor = id, false, tk.Floor
 	} else if id != m.bookedFlow {
 		m.flowsMixed = true
 	}
+	m.bookedFloor = math.Max(m.bookedFloor, tk.Floor)
 	m.charge(tk.Charges)
 	for d := range numBuckets {
 		m.booked[d] += float64(tk.Charges[d])
@@ -346,9 +350,24 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 	}
 	if len(m.tickets) == 0 {
 		m.lastFinish = [MaxRank + 1]float64{}
-		m.bookedFlow, m.flowsMixed = flowID{}, false
+		m.bookedFlow, m.flowsMixed, m.bookedFloor = flowID{}, false, 0
 	}
 	return tk, true
+}
+
+// refundMovesTickets reports whether refunding delta's negative buckets
+// can bring a booked ticket forward: only where the bucket's level is
+// below the tickets' highest floor. A ticket is due once the provider's
+// bucket (level + booked) holds its charge, those ahead of it and its
+// floor; booked holds every ticket's charge, so a level at or above the
+// floor already holds them all there, and a refund moves no ticket.
+func (m *memScope) refundMovesTickets(delta Charges) bool {
+	for d := range numBuckets {
+		if b := m.budgets[d]; delta[d] < 0 && b.Limited && len(m.tickets) > 0 && m.level[d] < m.bookedFloor*b.Capacity {
+			return true
+		}
+	}
+	return false
 }
 
 // soleFlow reports whether every booked ticket is of flow (class, key):

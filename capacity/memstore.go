@@ -372,13 +372,14 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	default:
 		return nil // settled or released already (once only), or unknown
 	}
+	forward := st.refundMovesTickets(delta)
 	st.charge(delta)
 	st.dispatched(delta)
 	st.settleFlow(lease, lease.Charges.Add(delta), now)
 	switch {
 	case delta.movesTicketsBack():
 		st.retime(now)
-	case delta.bucketsChange():
+	case forward:
 		st.retimeFirst(now, tuning.ReleaseRetime) // a refund only brings tickets forward
 	}
 	st.wake()

@@ -165,17 +165,6 @@ func (m *memScope) ticketsByTime() []Ticket {
 	return order
 }
 
-// bucketsChange reports whether charging c moves any per-minute bucket: only
-// then can booked tickets move.
-func (c Charges) bucketsChange() bool {
-	for d := range numBuckets {
-		if c[d] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // movesTicketsBack reports whether charging c takes from any per-minute
 // bucket (a debt): booked tickets may then be due later, and every one
 // moves at once. A refund only brings them forward, which can wait until

@@ -17,62 +17,94 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
-// TestWindowRetimedOnlyWhenATicketLeft: after a refund moved the first
-// tickets of a scope with more booked, a reserve reads them again only
-// once a ticket left them (memScope.windowCurrent); a booking before that
-// reads none. The ticket reads a call made, counted on a server of its
-// own (INFO commandstats), tell the two apart.
-func TestWindowRetimedOnlyWhenATicketLeft(t *testing.T) {
+// windowScope is a store on a server of its own, on a manual clock, with a
+// scope that granted one call (first) and then booked 8 more tickets than
+// tuning.ReleaseRetime, one a second: 1 request/s, tokens to spare.
+type windowScope struct {
+	s     *Store
+	rdb   *redis.Client
+	clock *capacitytest.ManualClock
+	first capacity.Lease
+}
+
+var windowCharges = capacity.Charges{capacity.Requests: 1, capacity.Tokens: 1000}
+
+func newWindowScope(t *testing.T) *windowScope {
 	srv := testenv.StartRedisServer(t, "")
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	clock := capacitytest.NewManualClock(time.Unix(1_800_000_000, 0))
-	s, err := New(rdb, Options{Clock: clock})
+	w := &windowScope{rdb: redis.NewClient(&redis.Options{Addr: srv.Addr()}), clock: capacitytest.NewManualClock(time.Unix(1_800_000_000, 0))}
+	t.Cleanup(func() { _ = w.rdb.Close() })
+	var err error
+	w.s, err = New(w.rdb, Options{Clock: w.clock})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	ctx := context.Background()
-	l := capacity.Limits{RequestsPerMinute: 60, TokensPerMinute: 6_000_000, SafetyMargin: 1, Burst: time.Second} // 1 request/s
-	charges := capacity.Charges{capacity.Requests: 1, capacity.Tokens: 1000}
-	req := func(call string) capacity.Request {
-		return capacity.Request{Scope: keysScope, Limits: l, Call: call, Attempt: 1, Charges: charges, Book: true}
-	}
-	first, err := s.Reserve(ctx, req("first"))
+	t.Cleanup(func() { _ = w.s.Close() })
+	first, err := w.s.Reserve(context.Background(), w.req("first"))
 	require.NoError(t, err)
 	require.True(t, first.Granted)
-	n := tuning.ReleaseRetime + 8
-	for i := range n {
-		res, err := s.Reserve(ctx, req(fmt.Sprint("t", i)))
+	w.first = first.Lease
+	for i := range tuning.ReleaseRetime + 8 {
+		res, err := w.s.Reserve(context.Background(), w.req(fmt.Sprint("t", i)))
 		require.NoError(t, err)
 		require.True(t, res.Booked)
 	}
-	used := charges
-	used[capacity.Tokens] = 100
-	require.NoError(t, s.Settle(ctx, first.Lease, used)) // a refund: the first tickets move
+	return w
+}
 
-	ticketReads := func(t *testing.T, call string) int {
-		t.Helper()
-		require.NoError(t, rdb.ConfigResetStat(ctx).Err())
-		_, err := s.Reserve(ctx, req(call))
-		require.NoError(t, err)
-		stats, err := rdb.Info(ctx, "commandstats").Result()
-		require.NoError(t, err)
-		for _, line := range strings.Split(stats, "\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_hget:calls="); ok {
-				calls, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-				require.NoError(t, err)
-				return calls
-			}
+func (w *windowScope) req(call string) capacity.Request {
+	l := capacity.Limits{RequestsPerMinute: 60, TokensPerMinute: 6_000_000, SafetyMargin: 1, Burst: time.Second}
+	return capacity.Request{Scope: keysScope, Limits: l, Call: call, Attempt: 1, Charges: windowCharges, Book: true}
+}
+
+// ticketReads runs op and returns the HGETs the server ran for it: the
+// tickets a script read one by one, and a lease or two.
+func (w *windowScope) ticketReads(t *testing.T, op func() error) int {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, w.rdb.ConfigResetStat(ctx).Err())
+	require.NoError(t, op())
+	stats, err := w.rdb.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(stats, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_hget:calls="); ok {
+			calls, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			require.NoError(t, err)
+			return calls
 		}
-		return 0
 	}
-	require.Less(t, ticketReads(t, "late"), tuning.ReleaseRetime, "a booking while the first tickets are current")
+	return 0
+}
+
+func (w *windowScope) reserve(call string) func() error {
+	return func() error { _, err := w.s.Reserve(context.Background(), w.req(call)); return err }
+}
+
+// TestWindowRetimedOnlyWhenATicketLeft: after a refund moved the first
+// tickets of a scope with more booked, a reserve reads them again only
+// once a ticket left them (memScope.windowCurrent); a booking before that
+// reads none.
+func TestWindowRetimedOnlyWhenATicketLeft(t *testing.T) {
+	w := newWindowScope(t)
+	ctx := context.Background()
+	used := windowCharges
+	used[capacity.Requests] = 0 // the provider did not count it: a refund in the bucket the tickets wait on
+	require.Greater(t, w.ticketReads(t, func() error { return w.s.Settle(ctx, w.first, used) }), tuning.ReleaseRetime-1, "the refund moves the first")
+	require.Less(t, w.ticketReads(t, w.reserve("late")), tuning.ReleaseRetime, "a booking while the first tickets are current")
 	// The head ticket's call claims it at its time, and the next reserve
 	// retimes the first again.
-	snap, err := s.Snapshot(ctx, keysScope)
+	snap, err := w.s.Snapshot(ctx, keysScope)
 	require.NoError(t, err)
-	clock.Advance(snap.Tickets[0].At.Sub(clock.Now()))
-	claim, err := s.Reserve(ctx, req(snap.Tickets[0].Call))
+	w.clock.Advance(snap.Tickets[0].At.Sub(w.clock.Now()))
+	claim, err := w.s.Reserve(ctx, w.req(snap.Tickets[0].Call))
 	require.NoError(t, err)
 	require.True(t, claim.Granted)
-	require.GreaterOrEqual(t, ticketReads(t, "later"), tuning.ReleaseRetime, "a booking after a ticket left the first")
+	require.GreaterOrEqual(t, w.ticketReads(t, w.reserve("later")), tuning.ReleaseRetime, "a booking after a ticket left the first")
+}
+
+// TestRefundThatMovesNoTicketReadsNone: a refund in a bucket whose level
+// already holds every ticket (tokens, here: the tickets wait on requests)
+// moves none, and reads none of them (memScope.refundMovesTickets).
+func TestRefundThatMovesNoTicketReadsNone(t *testing.T) {
+	w := newWindowScope(t)
+	used := windowCharges
+	used[capacity.Tokens] = 100
+	require.Less(t, w.ticketReads(t, func() error { return w.s.Settle(context.Background(), w.first, used) }), tuning.ReleaseRetime)
 }

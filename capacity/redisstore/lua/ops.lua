@@ -328,20 +328,19 @@ local function settle(c, attempt, delta, lease)
   else
     return 'ok' -- settled or released already (once only), or unknown
   end
+  local refunded = refundMovesTickets(delta)
   charge(delta)
   dispatched(delta)
   local final = {}
   for d = 1, ND do final[d] = (lease.reserved[d] or 0) + delta[d] end
   fair.settleFlow(lease.class, lease.key, lease.weight, lease.reserved, final, lease.granted_at)
-  local back, ahead = false, false
-  for d = 1, NB do
-    back, ahead = back or delta[d] > 0, ahead or delta[d] < 0
-  end
+  local back = false
+  for d = 1, NB do back = back or delta[d] > 0 end
   if back then
     -- A debt: every ticket may be due later (Charges.movesTicketsBack).
     if forward.owed then forward.retimeDue() end
     retime()
-  elseif ahead then
+  elseif refunded then
     forward.owed = true -- a refund only brings tickets forward
   end
   wake()

@@ -701,6 +701,18 @@ local function fitWait(d, c, fl, borrow)
   return w
 end
 
+-- refundMovesTickets reports whether refunding delta's negative buckets
+-- can bring a booked ticket forward: only where the bucket's level is below
+-- the tickets' highest floor (memScope.refundMovesTickets).
+local function refundMovesTickets(delta)
+  for d = 1, NB do
+    if delta[d] < 0 and S.capacity[d] > 0 and S.tickets > 0 and S.level[d] < S.booked_floor * S.capacity[d] then
+      return true
+    end
+  end
+  return false
+end
+
 -- ticketShortfall is how long (µs) a due ticket must still wait because a
 -- higher class borrowed its capacity: the provider's bucket, level +
 -- booked, must hold its charges above its class's floor fl.

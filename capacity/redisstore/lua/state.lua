@@ -263,6 +263,7 @@ local STATE_SCHEMA = {
   {'booked_flow', 'string'}, -- the flow of every booked ticket, unless flows_mixed (memScope.bookedFlow; 5.4)
   {'flows_mixed', 'number'}, -- 1: tickets of several flows booked since none was (memScope.flowsMixed; 5.4)
   {'window_current', 'number'}, -- 1: the first tickets were retimed and none left since (memScope.windowCurrent; 5.4)
+  {'booked_floor', 'number'}, -- the highest floor of the tickets booked since none was (memScope.bookedFloor; 5.4)
 }
 
 -- STATE_KINDS is each state field's kind, by name.
@@ -785,10 +786,11 @@ end
 local function book(c, tk)
   local id = flowID(tk.class, tk.key)
   if S.tickets == 0 then
-    S.booked_flow, S.flows_mixed = id, 0
+    S.booked_flow, S.flows_mixed, S.booked_floor = id, 0, tk.floor
   elseif S.booked_flow ~= id then
     S.flows_mixed = 1
   end
+  S.booked_floor = max(S.booked_floor, tk.floor)
   charge(tk.charge)
   for d = 1, NB do
     S.booked[d] = S.booked[d] + tk.charge[d]
@@ -820,7 +822,7 @@ local function unbook(c)
   end
   if S.tickets == 0 then
     for r = 0, NRANKS - 1 do S.last_finish[r] = 0 end
-    S.booked_flow, S.flows_mixed = '', 0
+    S.booked_flow, S.flows_mixed, S.booked_floor = '', 0, 0
   end
   return tk
 end
