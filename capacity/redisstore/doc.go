@@ -69,8 +69,10 @@
 // workers keep their release script), the state unchanged. Scripts 5.3 are
 // also a function library; the state, leases and tickets are as 5.2's.
 // Scripts 5.4 retime only the first tickets after a refund, as after a
-// release; a 5.3 reserve retimes every ticket of a scope a 5.4 operation
-// left retime-pending, so the two agree.
+// release, and keep four more state fields that 5.3 leaves as they are:
+// while both run, a booking may lose its refund's credit in the fair
+// order, or a ticket stay later than the budget allows until it nears the
+// head; grants and the budget are unaffected.
 //
 // The one exception is the step to format 3 from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,
