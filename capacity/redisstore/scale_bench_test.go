@@ -52,7 +52,8 @@ const (
 // capacity.Wait with Book, hold 20 ms, Settle with the same charges. A
 // third row runs at the default bucket with calls that reserve 1,000 tokens
 // and settle with 250 (tokens per minute 60M, so requests still bind), as
-// calls that reserve their max_tokens do: every settle refunds. It
+// calls that reserve their max_tokens do: every settle refunds. A fourth
+// spreads the callers over 4 fairness keys (tenants) of equal weight. It
 // asserts nothing about time; it reports, over the window:
 //
 //   - grants/s: grants in the window / its length; grants/s-min and -max:
@@ -87,9 +88,19 @@ func BenchmarkHotScope(b *testing.B) {
 		b.Skip("a multi-second multi-process run")
 	}
 	for _, c := range scaleBursts {
-		b.Run(c.name, func(b *testing.B) { benchmarkHotScope(b, c.burst, false) })
+		b.Run(c.name, func(b *testing.B) { benchmarkHotScope(b, c.burst, scaleHotShape{}) })
 	}
-	b.Run("burst=default,settle=refund", func(b *testing.B) { benchmarkHotScope(b, 0, true) })
+	b.Run("burst=default,settle=refund", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{refund: true}) })
+	b.Run("burst=default,tenants=4", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{tenants: 4}) })
+}
+
+// scaleHotShape is what a row of BenchmarkHotScope changes in its calls:
+// refund, calls that reserve 1,000 tokens and settle 250
+// (scaleRefundCharges); tenants, callers spread over that many fairness
+// keys of equal weight.
+type scaleHotShape struct {
+	refund  bool
+	tenants int
 }
 
 // scaleBursts are the buckets the scale benchmarks run at: the default
@@ -100,12 +111,10 @@ var scaleBursts = []struct {
 }{{"burst=default", 0}, {"burst=1s", time.Second}}
 
 // benchmarkHotScope is BenchmarkHotScope with the hot scope's Limits.Burst
-// set to burst (zero: the default); with refund, its calls reserve 1,000
-// tokens and settle with 250 (scaleRefundCharges), as calls that reserve
-// their max_tokens do, so that every settle refunds.
-func benchmarkHotScope(b *testing.B, burst time.Duration, refund bool) {
+// set to burst (zero: the default) and its calls of shape.
+func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	run := scaleSetup(b, "hot", 8)
-	run.burst, run.refund = burst, refund
+	run.burst, run.shape = burst, shape
 	reps, srv := run.run(b, 0)
 	var (
 		casCommits, casConflicts                                int64
@@ -166,8 +175,11 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, refund bool) {
 		b.ReportMetric(v, k)
 	}
 	settle := "settle what was reserved"
-	if refund {
+	if shape.refund {
 		settle = "reserve 1,000 tokens and settle 250"
+	}
+	if shape.tenants > 0 {
+		settle += fmt.Sprintf(", over %d fairness keys", shape.tenants)
 	}
 	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget with %s, hold %v, %s, %.0f s on %s",
 		run.procs, run.callers/run.procs, run.callers, scaleBucket(burst), scaleHold, settle, secs, run.addr)
@@ -264,7 +276,7 @@ type scaleRun struct {
 	rdb            *redis.Client
 	procs, callers int
 	burst          time.Duration // the hot scope's Limits.Burst; zero: the default
-	refund         bool          // the hot scope's settles refund (scaleRefundCharges)
+	shape          scaleHotShape // the hot scope's calls
 	// during, if set, runs in this process over the window, while the
 	// children run: [start, end).
 	during func(start, end time.Time)
@@ -342,7 +354,8 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 		cmd.Env = append(os.Environ(),
 			scaleEnvRole+"="+r.role, scaleEnvAddr+"="+r.addr, scaleEnvPrefix+"="+r.prefix,
 			scaleEnvProc+"="+strconv.Itoa(p), scaleEnvProcCallers+"="+strconv.Itoa(n), scaleEnvProcScopes+"="+strconv.Itoa(scopes),
-			scaleEnvBurst+"="+scaleBurstEnv(r.burst), scaleEnvRefund+"="+scaleRefundEnv(r.refund),
+			scaleEnvBurst+"="+scaleBurstEnv(r.burst), scaleEnvRefund+"="+scaleRefundEnv(r.shape.refund),
+			scaleEnvTenants+"="+scaleTenantsEnv(r.shape.tenants),
 			scaleEnvStart+"="+strconv.FormatInt(r.start.UnixNano(), 10), scaleEnvEnd+"="+strconv.FormatInt(end.UnixNano(), 10),
 			scaleEnvOut+"="+filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
 		out := &strings.Builder{}
@@ -503,6 +516,14 @@ func scaleRefundEnv(refund bool) string {
 		return "1"
 	}
 	return ""
+}
+
+// scaleTenantsEnv is TOLLGATE_SCALE_TENANTS's value for tenants.
+func scaleTenantsEnv(tenants int) string {
+	if tenants == 0 {
+		return ""
+	}
+	return strconv.Itoa(tenants)
 }
 
 // scaleAddr returns the Redis the scale benchmarks run on: see

@@ -33,6 +33,9 @@ const (
 	// scaleEnvRefund, set to "1", has the hot scope's calls reserve tokens
 	// and settle with a quarter of them (scaleRefundCharges).
 	scaleEnvRefund = "TOLLGATE_SCALE_REFUND"
+	// scaleEnvTenants, set to n, spreads the hot scope's callers over n
+	// fairness keys of equal weight (caller i: key "tenant-<i mod n>").
+	scaleEnvTenants = "TOLLGATE_SCALE_TENANTS"
 	// scaleEnvStore, set to "cas", runs the scopes on the compare-and-set
 	// prototype (casproto_test.go) instead of the Redis store.
 	scaleEnvStore = "TOLLGATE_SCALE_STORE"
@@ -271,7 +274,17 @@ func TestScaleChild(t *testing.T) {
 		if os.Getenv(scaleEnvRefund) == "1" {
 			lim.TokensPerMinute, charges = scaleRefundTPM, scaleRefundCharges
 		}
-		work = func(ctx context.Context, c *scaleCaller, i int) { scaleHotCaller(ctx, st, lim, charges, c, proc, i) }
+		tenants := 0
+		if v := os.Getenv(scaleEnvTenants); v != "" {
+			tenants = int(num(scaleEnvTenants))
+		}
+		work = func(ctx context.Context, c *scaleCaller, i int) {
+			key := ""
+			if tenants > 0 {
+				key = "tenant-" + strconv.Itoa(i%tenants)
+			}
+			scaleHotCaller(ctx, st, lim, charges, key, c, proc, i)
+		}
 	case "many":
 		scopes := int(num(scaleEnvProcScopes))
 		work = func(ctx context.Context, c *scaleCaller, i int) {
@@ -337,14 +350,15 @@ func TestScaleChild(t *testing.T) {
 }
 
 // scaleHotCaller loops until ctx ends: wait for a grant of charges[0] on
-// the hot scope (booking a ticket), hold it scaleHold, settle with
-// charges[1].
-func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, charges [2]capacity.Charges, c *scaleCaller, proc, caller int) {
+// the hot scope (booking a ticket) as fairness key key, hold it scaleHold,
+// settle with charges[1].
+func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, charges [2]capacity.Charges, key string, c *scaleCaller, proc, caller int) {
 	st := scaleTimed{scaleStore: s, c: c}
 	for i := 0; ; i++ {
 		req := capacity.Request{
 			Scope: scaleHotScope, Limits: lim, Charges: charges[0],
 			Call: fmt.Sprintf("p%d-c%d-%d", proc, caller, i), Attempt: 1, Class: capacity.Standard, Book: true,
+			Fairness: capacity.Fairness{Key: key},
 		}
 		t0 := time.Now()
 		res, err := capacity.Wait(ctx, st, req, capacity.WaitOptions{})
