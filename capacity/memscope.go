@@ -72,10 +72,11 @@ type scopeState struct {
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.
 	cut float64
-	// retimePending says a release or a refund moved only the first
-	// tickets (retimeFirst): the others may be later than the budget
-	// has them, and a Reserve retimes the first again once a ticket left
-	// them (windowCurrent).
+	// retimePending says a release, a refund or a booking placed ahead
+	// moved only the first tickets (retimeFirst): the others may be later
+	// or earlier than the budget has them, are not claimed before they are
+	// among the first (beyondFirst), and a Reserve retimes the first again
+	// once a ticket left them (windowCurrent).
 	retimePending bool
 	// windowCurrent says the first tickets were retimed and none was
 	// claimed, released or lapsed since: retiming them again would move

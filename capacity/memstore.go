@@ -295,12 +295,13 @@ func (s *MemoryStore) admit(st *memScope, req *Request, now time.Time, ttl time.
 		deny.Booked = true
 		if behind {
 			// Its place in the fair order is ahead of tickets booked
-			// before it: every ticket follows (retime), and it may be due
-			// at once.
-			st.retime(now)
+			// before it: the first tickets follow at once (retimeFirst),
+			// the others as they come among them (claimTicket), and it
+			// may be due at once.
+			st.retimeFirst(now, tuning.ReleaseRetime)
 			tk := st.tickets[req.Call]
 			deny.RetryAt = tk.At
-			if !tk.At.After(now) && st.slotFree(rule.Floor) {
+			if _, beyond := st.beyondFirst(req.Call); !beyond && !tk.At.After(now) && st.slotFree(rule.Floor) {
 				return s.grantTicket(st, req, now, ttl), nil
 			}
 		}
@@ -321,8 +322,21 @@ func (s *MemoryStore) grantTicket(st *memScope, req *Request, now time.Time, ttl
 // claimTicket decides a call that holds ticket tk: it claims it at its time
 // without competing again. It requires st.mu.
 func (s *MemoryStore) claimTicket(st *memScope, req *Request, tk Ticket, now time.Time, ttl time.Duration) Reservation {
-	if now.Before(tk.At) && st.takeOverdue(req.Call, now) {
+	end, beyond := st.beyondFirst(req.Call)
+	if (beyond || now.Before(tk.At)) && st.takeOverdue(req.Call, now) {
 		tk = st.tickets[req.Call]
+		end, beyond = st.beyondFirst(req.Call)
+	}
+	if beyond {
+		// Further back than the first tickets, its time may be early: it
+		// is due no earlier than the last of them, and is retimed (and its
+		// call told if it moved well forward) as it comes among them.
+		tk.told = tk.At
+		if end.After(tk.told) {
+			tk.told = end
+		}
+		st.tickets[req.Call] = tk
+		return Reservation{Now: now, Reason: DenyTicket, RetryAt: tk.told, Booked: true}
 	}
 	deny := Reservation{Now: now, Reason: DenyTicket, RetryAt: tk.At, Booked: true}
 	if now.Before(tk.At) {

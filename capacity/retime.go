@@ -19,14 +19,16 @@ import (
 func (m *memScope) retime(now time.Time) { m.retimeFirst(now, len(m.tickets)) }
 
 // retimeFirst is retime for the first n tickets in their order, as far as
-// retime would move them. It is for moves that can only bring tickets
-// forward (a release, a refund): the others keep their times, at or after
-// the times retime would give them, and the scope is left retime-pending,
-// so that a Reserve retimes the first n again, once a ticket left them
-// (windowCurrent), until a retime of every ticket clears it. A ticket is thus retimed, and its call told if it
-// moved well forward (broughtForward), as it comes within n of the head,
-// and no operation walks the whole queue for a refund. It requires the
-// scope's lock.
+// retime would move them. It is for a release, a refund and a booking
+// placed ahead in the fair order: the others keep their times, later than
+// retime would give them after a release or a refund, earlier after a
+// booking ahead, and the scope is left retime-pending. A ticket further
+// back than the first n is then not claimed (beyondFirst), and a Reserve
+// retimes the first n again once a ticket left them (windowCurrent), until
+// a retime of every ticket clears it. A ticket is thus retimed, and its
+// call told if it moved well forward (broughtForward), as it comes within n
+// of the head, and none of those moves walks the whole queue. It requires
+// the scope's lock.
 func (m *memScope) retimeFirst(now time.Time, n int) {
 	m.retimePending, m.windowCurrent = len(m.tickets) > n, true
 	if len(m.tickets) == 0 {
@@ -68,6 +70,26 @@ func (m *memScope) retimeFirst(now time.Time, n int) {
 			m.announceDue(tk.Call)
 		}
 	}
+}
+
+// beyondFirst reports whether call's ticket is further back in the order
+// than the first tuning.ReleaseRetime tickets of a retime-pending scope,
+// whose times are kept as retime gives them: further back, a time may be
+// late (a refund, a release) or early (a booking placed ahead of it). If
+// so, it returns the time of the last of the first, before which the
+// ticket is not due. It requires the scope's lock.
+func (m *memScope) beyondFirst(call string) (time.Time, bool) {
+	if !m.retimePending {
+		return time.Time{}, false
+	}
+	first := m.ticketsInOrder()
+	first = first[:min(len(first), tuning.ReleaseRetime)]
+	for _, tk := range first {
+		if tk.Call == call {
+			return time.Time{}, false
+		}
+	}
+	return first[len(first)-1].At, true
 }
 
 // broughtForward reports whether a ticket whose call was told it is due at

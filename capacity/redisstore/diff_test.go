@@ -17,12 +17,25 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
+	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
 // TestMatchesMemoryStore drives the Redis store and the memory store (the
 // reference semantics) through the same random operations on the same manual
 // clock and requires the same answers and the same snapshots after every step.
-func TestMatchesMemoryStore(t *testing.T) {
+func TestMatchesMemoryStore(t *testing.T) { matchesMemoryStore(t, 6) }
+
+// TestMatchesMemoryStoreBeyondTheFirstTickets is TestMatchesMemoryStore
+// with enough calls, and a step that books many at once (crowd), for more
+// tickets than the first tuning.ReleaseRetime: what happens to tickets
+// further back (windowed retimes, claims beyond the first) is compared
+// too.
+func TestMatchesMemoryStoreBeyondTheFirstTickets(t *testing.T) {
+	matchesMemoryStore(t, tuning.ReleaseRetime+16)
+}
+
+// matchesMemoryStore runs the differential test over calls distinct calls.
+func matchesMemoryStore(t *testing.T, calls int) {
 	t.Parallel()
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
@@ -35,6 +48,7 @@ func TestMatchesMemoryStore(t *testing.T) {
 		require.NoError(rt, err)
 		defer func() { _ = rs.Close() }()
 		m := &diffModel{
+			calls: calls,
 			clock: clock,
 			mem:   capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock}),
 			rs:    rs,
@@ -48,7 +62,7 @@ func TestMatchesMemoryStore(t *testing.T) {
 			m.on[d] = rapid.Bool().Draw(rt, "on-"+capacity.Dimension(d).String())
 		}
 		m.limits = m.drawLimits(rt)
-		rt.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"reserve": m.reserve,
 			"claim":   m.claim,
 			"advance": func(t *rapid.T) {
@@ -75,12 +89,17 @@ func TestMatchesMemoryStore(t *testing.T) {
 				m.limits = m.drawLimits(t)
 			},
 			"": m.compare,
-		})
+		}
+		if calls > tuning.ReleaseRetime {
+			actions["crowd"] = m.crowd // not in the saved failures of fewer calls
+		}
+		rt.Repeat(actions)
 	})
 	deleteKeys(t, rdb, prefix)
 }
 
 type diffModel struct {
+	calls     int // distinct calls: c0, c1, ...
 	clock     *capacitytest.ManualClock
 	mem       capacity.Store
 	rs        *Store
@@ -136,7 +155,18 @@ func (m *diffModel) drawLimits(t *rapid.T) capacity.Limits {
 }
 
 func (m *diffModel) call(t *rapid.T) string {
-	return fmt.Sprintf("c%d", rapid.IntRange(0, 5).Draw(t, "call"))
+	return fmt.Sprintf("c%d", rapid.IntRange(0, m.calls-1).Draw(t, "call"))
+}
+
+// crowd sends a booking reserve for each of the next n calls, up to every
+// call: with many calls, tickets pile up beyond the first.
+func (m *diffModel) crowd(t *rapid.T) {
+	first := rapid.IntRange(0, m.calls-1).Draw(t, "crowd-first")
+	for i := range rapid.IntRange(1, m.calls).Draw(t, "crowd-size") {
+		req := m.drawRequest(t)
+		req.Call, req.Book = fmt.Sprintf("c%d", (first+i)%m.calls), true
+		m.send(t, req)
+	}
 }
 
 func (m *diffModel) reserve(t *rapid.T) {

@@ -330,6 +330,43 @@ var followCases = []Case{
 		require.NoError(h.t, h.store.Release(h.ctx, capacity.Lease{Scope: testScope, Call: booked[0].Call}))
 		return 1
 	}),
+	{"BookingAheadMovesTicketsBeyondTheFirstAsTheyNearTheHead", func(h *harness) {
+		// A booking placed ahead in the fair order pushes the tickets
+		// behind it back: the first tuning.ReleaseRetime at once, each
+		// other one as it comes within that many of the head.
+		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		start := h.clock.Now()
+		h.grant(h.keyed(l, capacity.Fairness{Key: "a"}, one()))
+		n := tuning.ReleaseRetime + 8
+		booked := make([]capacity.Request, n)
+		for i := range booked {
+			booked[i] = h.keyed(l, capacity.Fairness{Key: "a"}, one())
+			booked[i].Book = true
+			res := h.deny(booked[i])
+			require.Equal(h.t, time.Duration(i+1)*time.Second, res.RetryAt.Sub(start))
+		}
+		b := h.keyed(l, capacity.Fairness{Key: "b"}, one())
+		b.Book = true
+		res := h.deny(b)
+		assert.Equal(h.t, time.Second, res.RetryAt.Sub(start), "b's first call goes ahead of a's backlog")
+		due := func(r capacity.Request) time.Duration {
+			res := h.deny(r)
+			require.Equal(h.t, capacity.DenyTicket, res.Reason)
+			return res.RetryAt.Sub(start)
+		}
+		inside, last := booked[tuning.ReleaseRetime-2], booked[n-1]
+		assert.Equal(h.t, time.Duration(tuning.ReleaseRetime)*time.Second, due(inside), "the last of the first tickets moved back")
+		assert.Equal(h.t, time.Duration(n)*time.Second, due(last), "a ticket further back keeps its time")
+		// The tickets are claimed at their times until the last one is
+		// among the first: then it too is due a second later.
+		h.clock.Advance(start.Add(time.Second).Sub(h.clock.Now()))
+		h.grant(b)
+		for i := 0; i+tuning.ReleaseRetime < n; i++ {
+			h.clock.Advance(start.Add(time.Duration(i+2) * time.Second).Sub(h.clock.Now()))
+			h.grant(booked[i])
+		}
+		assert.Equal(h.t, time.Duration(n+1)*time.Second, due(last), "the last ticket moved back as it neared the head")
+	}},
 	ticketsNearingTheHead("Refund", func(h *harness, first capacity.Lease, _ []capacity.Request) int {
 		used := first.Charges
 		used[capacity.Requests] = 0 // the provider did not count the call: its request comes back

@@ -53,13 +53,13 @@ const GatherSpacing = time.Millisecond
 const AnnounceMove = 10 * time.Millisecond
 
 // ReleaseRetime is how many booked tickets, from the head of their order,
-// a move that can only bring them forward (a release, a refund) retimes at
-// once, and every Reserve after it until a retime of every ticket. The
-// rest keep their times, later than the budget allows, until they come
-// that near the head: such a move does not walk the queue, and a move is
-// announced only to a ticket whose wait it cuts by a quarter
-// (AnnounceMove), which one call's release or refund does only near the
-// head.
+// a release, a refund or a booking placed ahead in the fair order retimes
+// at once, and a Reserve after it once a ticket left them, until a retime
+// of every ticket. The rest keep their times, later or earlier than the
+// budget allows, and are not claimed, until they come that near the head:
+// none of those moves walks the queue, and a move forward is announced
+// only to a ticket whose wait it cuts by a quarter (AnnounceMove), which
+// one call's release or refund does only near the head.
 const ReleaseRetime = 32
 
 // OverdueTicket is how long past its time a booked ticket waits for its

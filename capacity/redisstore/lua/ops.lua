@@ -122,7 +122,21 @@ end
 -- claimTicket decides a call that holds ticket tk: it claims it at its
 -- time without competing again.
 local function claimTicket(req, tk)
-  if NOW < tk.at and takeOverdue(req.call, tk) then tk = getTicket(req.call) end
+  local beyond, last = beyondFirst(req.call)
+  if (beyond or NOW < tk.at) and takeOverdue(req.call, tk) then
+    tk = getTicket(req.call)
+    beyond, last = beyondFirst(req.call)
+  end
+  if beyond then
+    -- Further back than the first tickets, its time may be early: it is
+    -- due no earlier than the last of them.
+    local told = max(tk.at, last)
+    if tk.told ~= told then
+      tk.told = told
+      putTicket(req.call, tk)
+    end
+    return deny(DENY.TICKET, 0, told, true)
+  end
   if NOW < tk.at then
     if tk.told ~= tk.at then
       tk.told = tk.at
@@ -254,10 +268,11 @@ local function admit(req)
     fair.chargeKey(req, req.charges)
     if behind then
       -- Its place in the fair order is ahead of tickets booked before it:
-      -- every ticket follows (retime), and it may be due at once.
-      retime()
+      -- the first tickets follow at once, the others as they come among
+      -- them (claimTicket), and it may be due at once.
+      retime(RELEASE_RETIME)
       retry = getTicket(req.call).at
-      if retry <= NOW and slotFree(fl) then return grantTicket(req) end
+      if retry <= NOW and not beyondFirst(req.call) and slotFree(fl) then return grantTicket(req) end
     end
     return deny(DENY.CAPACITY, binding, retry, true)
   end

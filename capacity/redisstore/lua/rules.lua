@@ -442,9 +442,10 @@ end
 -- those of every ticket due before it, above its class's floor: tickets
 -- follow the budget. A ticket brought forward keeps its expiry, one pushed
 -- back lapses the ticket grace after its new time. With first, only the
--- first tickets move (memScope.retimeFirst: a move that only brings
--- tickets forward), and a reserve retimes the first again, once a ticket
--- left them (S.window_current), until a retime of every ticket
+-- first tickets move (memScope.retimeFirst: a release, a refund, a booking
+-- placed ahead); the others are not claimed before they are among the
+-- first (beyondFirst), and a reserve retimes the first again, once a
+-- ticket left them (S.window_current), until a retime of every ticket
 -- (S.retime_pending).
 local function retime(first)
   S.retime_pending = (first and S.tickets > first) and 1 or 0
@@ -482,6 +483,18 @@ local function retime(first)
       end
     end
   end
+end
+
+-- beyondFirst reports whether call c's ticket is further back in the order
+-- than the first RELEASE_RETIME tickets of a retime-pending scope, and if
+-- so the time of the last of them (memScope.beyondFirst).
+local function beyondFirst(c)
+  if S.retime_pending ~= 1 then return false, 0 end
+  local first = index.orderFirst(RELEASE_RETIME)
+  for _, e in ipairs(first) do
+    if e[1] == c then return false, 0 end
+  end
+  return true, first[#first][2].at
 end
 
 -- takeOverdue gives call c's ticket (mine) the place of the earliest ticket

@@ -259,7 +259,7 @@ local STATE_SCHEMA = {
   {'lowered_mark', 'bucket'}, -- the grant mark of the report that lowered each limit (memScope.loweredMark; 4.7)
   {'recent_held', 'dimension'}, -- what the live leases of the recent list hold (recentGrants.held; 5.0)
   {'recent_cutoff', 'number'}, -- grants before it left the recent list (recentGrants.cutoff; 5.0)
-  {'retime_pending', 'number'}, -- 1: a release or a refund moved only the first tickets (memScope.retimePending; 5.3)
+  {'retime_pending', 'number'}, -- 1: a release, a refund or a booking ahead moved only the first tickets (memScope.retimePending; 5.3)
   {'booked_flow', 'string'}, -- the flow of every booked ticket, unless flows_mixed (memScope.bookedFlow; 5.4)
   {'flows_mixed', 'number'}, -- 1: tickets of several flows booked since none was (memScope.flowsMixed; 5.4)
   {'window_current', 'number'}, -- 1: the first tickets were retimed and none left since (memScope.windowCurrent; 5.4)
