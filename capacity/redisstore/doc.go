@@ -68,11 +68,13 @@
 // are unaffected. Scripts 5.2 send releases in the batch script (5.1's
 // workers keep their release script), the state unchanged. Scripts 5.3 are
 // also a function library; the state, leases and tickets are as 5.2's.
-// Scripts 5.4 retime only the first tickets after a refund, as after a
-// release, and keep four more state fields that 5.3 leaves as they are:
-// while both run, a booking may lose its refund's credit in the fair
-// order, or a ticket stay later than the budget allows until it nears the
-// head; grants and the budget are unaffected.
+// Scripts 5.4 retime only the first tickets after a refund or a booking
+// placed ahead, as after a release, claim no ticket further back on a
+// retime-pending scope, and keep four more state fields that 5.3 leaves as
+// they are. While both run, a booking may lose its refund's credit in the
+// fair order, a ticket may stay later than the budget allows until it nears
+// the head, and a 5.3 worker may claim a ticket further back at its kept
+// time, which may be early. Grants and the budget are unaffected.
 //
 // The one exception is the step to format 3 from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,
