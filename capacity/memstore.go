@@ -295,10 +295,15 @@ func (s *MemoryStore) admit(st *memScope, req *Request, now time.Time, ttl time.
 		deny.Booked = true
 		if behind {
 			// Its place in the fair order is ahead of tickets booked
-			// before it: the first tickets follow at once (retimeFirst),
-			// the others as they come among them (claimTicket), and it
-			// may be due at once.
-			st.retimeFirst(now, tuning.ReleaseRetime)
+			// before it, which it pushes back: among the first tickets,
+			// they follow at once (retimeFirst) and it may be due at once;
+			// further back, none of the first moves. The others follow as
+			// they come among the first (beyondFirst).
+			if st.placeOf(req.Call) < tuning.ReleaseRetime {
+				st.retimeFirst(now, tuning.ReleaseRetime)
+			} else {
+				st.retimePending = true
+			}
 			tk := st.tickets[req.Call]
 			deny.RetryAt = tk.At
 			if _, beyond := st.beyondFirst(req.Call); !beyond && !tk.At.After(now) && st.slotFree(rule.Floor) {

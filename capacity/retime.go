@@ -13,9 +13,8 @@ import (
 // higher reported level brings them forward, debt, a lower reported level
 // or a lowered limit pushes them back at once, so nothing booked at an old
 // rate is sent into a new one. Tickets keep their order (their times, then
-// their calls). A ticket brought forward keeps its expiry, so a call that
-// is away until its old time still finds it; one pushed back lapses grace
-// after its new time. It requires the scope's lock.
+// their calls). A ticket lapses grace after its time or, if later, the time
+// its call was last told (ticketExpiry). It requires the scope's lock.
 func (m *memScope) retime(now time.Time) { m.retimeFirst(now, len(m.tickets)) }
 
 // retimeFirst is retime for the first n tickets in their order, as far as
@@ -62,9 +61,7 @@ func (m *memScope) retimeFirst(now time.Time, n int) {
 			tk.At = g.Add(time.Duration(gathered) * tuning.GatherSpacing)
 			gathered++
 		}
-		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
-			tk.Expires = exp
-		}
+		tk.Expires = m.ticketExpiry(tk)
 		m.tickets[tk.Call] = tk
 		if broughtForward(tk.told, tk.At, now) {
 			m.announceDue(tk.Call)
@@ -90,6 +87,20 @@ func (m *memScope) beyondFirst(call string) (time.Time, bool) {
 		}
 	}
 	return first[len(first)-1].At, true
+}
+
+// ticketExpiry is when ticket tk lapses unclaimed: grace after its time
+// or, if later, the time its call was last told, so that a call that is
+// away until then still finds it. It depends on the ticket as it is, not
+// on the times a retime gave it before: a store that retimes once after
+// several moves (the Redis store's batches) lapses it when one that
+// retimed after each would.
+func (m *memScope) ticketExpiry(tk Ticket) time.Time {
+	at := tk.At
+	if tk.told.After(at) {
+		at = tk.told
+	}
+	return at.Add(m.grace)
 }
 
 // broughtForward reports whether a ticket whose call was told it is due at
@@ -133,9 +144,7 @@ func (m *memScope) takeOverdue(call string, now time.Time) bool {
 		mine.At, tk.At = tk.At, mine.At
 		mine.Start, tk.Start = tk.Start, mine.Start
 		mine.Finish, tk.Finish = tk.Finish, mine.Finish
-		if exp := tk.At.Add(m.grace); exp.After(tk.Expires) {
-			tk.Expires = exp
-		}
+		tk.Expires = m.ticketExpiry(tk)
 		m.tickets[call], m.tickets[tk.Call] = mine, tk
 		if mine.Charges.Sub(tk.Charges).movesTicketsBack() {
 			m.retime(now)
@@ -147,22 +156,36 @@ func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	return false
 }
 
-// ticketsInOrder returns the booked tickets in the order they are due:
-// higher ranks first, then by virtual finish (weighted fair queuing), then
-// by call.
+// ticketsInOrder returns the booked tickets in the order they are due
+// (dueBefore).
 func (m *memScope) ticketsInOrder() []Ticket {
 	order := m.ticketList()
-	sort.Slice(order, func(i, j int) bool {
-		a, b := order[i], order[j]
-		switch {
-		case a.Rank != b.Rank:
-			return a.Rank > b.Rank
-		case a.Finish != b.Finish:
-			return a.Finish < b.Finish
-		}
-		return a.Call < b.Call
-	})
+	sort.Slice(order, func(i, j int) bool { return dueBefore(order[i], order[j]) })
 	return order
+}
+
+// dueBefore reports whether ticket a is due before b in their order:
+// higher ranks first, then by virtual finish (weighted fair queuing), then
+// by call.
+func dueBefore(a, b Ticket) bool {
+	switch {
+	case a.Rank != b.Rank:
+		return a.Rank > b.Rank
+	case a.Finish != b.Finish:
+		return a.Finish < b.Finish
+	}
+	return a.Call < b.Call
+}
+
+// placeOf is how many booked tickets are due before call's in their order.
+func (m *memScope) placeOf(call string) int {
+	mine, n := m.tickets[call], 0
+	for _, tk := range m.tickets {
+		if dueBefore(tk, mine) {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *memScope) ticketList() []Ticket {

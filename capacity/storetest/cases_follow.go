@@ -330,6 +330,26 @@ var followCases = []Case{
 		require.NoError(h.t, h.store.Release(h.ctx, capacity.Lease{Scope: testScope, Call: booked[0].Call}))
 		return 1
 	}),
+	{"TicketLapsesAfterTheTimeItsCallWasTold", func(h *harness) {
+		// A ticket pushed back and brought forward again, its call told
+		// neither move, lapses as it would have had it never moved: the
+		// grace counts from the later of its time and the time told.
+		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		h.grant(h.keyed(l, capacity.Fairness{Key: "a"}, one()))
+		x := h.keyed(l, capacity.Fairness{Key: "a"}, one())
+		x.Book = true
+		h.deny(x)
+		booked := h.ticket(x.Call)
+		grace := booked.Expires.Sub(booked.At)
+		y := h.keyed(l, capacity.Fairness{Key: "b"}, one())
+		y.Book = true
+		h.deny(y) // placed ahead of x, which it pushes back a second
+		require.Equal(h.t, booked.At.Add(time.Second), h.ticket(x.Call).At)
+		require.NoError(h.t, h.store.Release(h.ctx, capacity.Lease{Scope: testScope, Call: y.Call}))
+		tk := h.ticket(x.Call)
+		require.Equal(h.t, booked.At, tk.At)
+		assert.Equal(h.t, grace, tk.Expires.Sub(tk.At), "as booked")
+	}},
 	{"BookingAheadMovesTicketsBeyondTheFirstAsTheyNearTheHead", func(h *harness) {
 		// A booking placed ahead in the fair order pushes the tickets
 		// behind it back: the first tuning.ReleaseRetime at once, each

@@ -267,10 +267,15 @@ local function admit(req)
     book(req.call, t)
     fair.chargeKey(req, req.charges)
     if behind then
-      -- Its place in the fair order is ahead of tickets booked before it:
-      -- the first tickets follow at once, the others as they come among
-      -- them (claimTicket), and it may be due at once.
-      retime(RELEASE_RETIME)
+      -- Its place in the fair order is ahead of tickets booked before it,
+      -- which it pushes back: among the first tickets, they follow at once
+      -- and it may be due at once; further back, none of the first moves.
+      -- The others follow as they come among the first (beyondFirst).
+      if index.place(req.call, req.rank) < RELEASE_RETIME then
+        retime(RELEASE_RETIME)
+      else
+        S.retime_pending = 1
+      end
       retry = getTicket(req.call).at
       if retry <= NOW and not beyondFirst(req.call) and slotFree(fl) then return grantTicket(req) end
     end

@@ -440,8 +440,8 @@ end
 -- retime moves every booked ticket, in their fair order (index.orderAll), to
 -- the time the provider's bucket (level + booked) holds its charges and
 -- those of every ticket due before it, above its class's floor: tickets
--- follow the budget. A ticket brought forward keeps its expiry, one pushed
--- back lapses the ticket grace after its new time. With first, only the
+-- follow the budget. A ticket lapses the ticket grace after its time or,
+-- if later, the time its call was last told (memScope.ticketExpiry). With first, only the
 -- first tickets move (memScope.retimeFirst: a release, a refund, a booking
 -- placed ahead); the others are not claimed before they are among the
 -- first (beyondFirst), and a reserve retimes the first again, once a
@@ -473,7 +473,7 @@ local function retime(first)
         at = S.fair_start_until + gathered * GATHER_SPACING
         gathered = gathered + 1
       end
-      local expires = max(tk.expires, at + S.ticket_grace)
+      local expires = max(at, tk.told) + S.ticket_grace -- memScope.ticketExpiry
       -- announceDue, when its call would come late (broughtForward).
       local early = tk.told - at
       if tk.told > NOW and early > ANNOUNCE_MOVE and early > floor((tk.told - NOW) / 4) then DUE[#DUE + 1] = c end
@@ -515,7 +515,7 @@ local function takeOverdue(c, mine)
         mine.at, tk.at = tk.at, mine.at
         mine.start, tk.start = tk.start, mine.start
         mine.finish, tk.finish = tk.finish, mine.finish
-        tk.expires = max(tk.expires, tk.at + S.ticket_grace)
+        tk.expires = max(tk.at, tk.told) + S.ticket_grace
         putTicket(c, mine)
         putTicket(id, tk)
         index.orderPut(c, mine)

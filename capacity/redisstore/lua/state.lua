@@ -747,6 +747,14 @@ function index.orderPut(c, tk)
   index.touched[tk.rank] = true
 end
 
+-- index.place is how many booked tickets are due before call c's, of rank
+-- r, in their order (memScope.placeOf).
+function index.place(c, r)
+  local n = call('ZRANK', KEYS[K.ORDER + r], c) or 0
+  for higher = r + 1, NRANKS - 1 do n = n + call('ZCARD', KEYS[K.ORDER + higher]) end
+  return n
+end
+
 -- index.orderFirst returns the first k booked tickets as {call, ticket},
 -- in the order they are due.
 function index.orderFirst(k)
