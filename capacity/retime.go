@@ -62,6 +62,7 @@ func (m *memScope) retimeFirst(now time.Time, n int) {
 			gathered++
 		}
 		tk.Expires = m.ticketExpiry(tk)
+		m.noteExpiry(tk.Expires) // it may come earlier than it was
 		m.tickets[tk.Call] = tk
 		if broughtForward(tk.told, tk.At, now) {
 			m.announceDue(tk.Call)
@@ -145,6 +146,7 @@ func (m *memScope) takeOverdue(call string, now time.Time) bool {
 		mine.Start, tk.Start = tk.Start, mine.Start
 		mine.Finish, tk.Finish = tk.Finish, mine.Finish
 		tk.Expires = m.ticketExpiry(tk)
+		m.noteExpiry(tk.Expires)
 		m.tickets[call], m.tickets[tk.Call] = mine, tk
 		if mine.Charges.Sub(tk.Charges).movesTicketsBack() {
 			m.retime(now)
