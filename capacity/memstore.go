@@ -117,8 +117,8 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	st.setLimits(req.Limits, now)
 	st.advance(now)
 	if st.retimePending && !st.windowCurrent {
-		// A release or a refund moved only the first tickets: those that
-		// came near the head since move now.
+		// A release, a refund or a booking placed ahead moved only the
+		// first tickets: those that came among them since move now.
 		st.retimeFirst(now, tuning.ReleaseRetime)
 	}
 
