@@ -18,9 +18,9 @@ type MemoryOptions struct {
 	// Clock is the store's time source; the store reads only its Now. If
 	// nil, SystemClock.
 	Clock Clock
-	// TicketGrace is how long a booked ticket waits past its time for its
-	// call to come back before it lapses (its capacity stays spent). If zero,
-	// DefaultLeaseTTL.
+	// TicketGrace is how long a booked ticket waits past its time, or the
+	// later time its call was told, for its call to come back before it
+	// lapses (its capacity stays spent). If zero, DefaultLeaseTTL.
 	TicketGrace time.Duration
 }
 

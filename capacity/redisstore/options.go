@@ -60,8 +60,9 @@ type Options struct {
 	// it unreachable; calls in between fail (or fall back) at once. If zero,
 	// DefaultProbeInterval.
 	ProbeInterval time.Duration
-	// TicketGrace is how long a booked ticket waits past its time for its
-	// call before it lapses. If zero, capacity.DefaultLeaseTTL.
+	// TicketGrace is how long a booked ticket waits past its time, or the
+	// later time its call was told, for its call before it lapses. If zero,
+	// capacity.DefaultLeaseTTL.
 	TicketGrace time.Duration
 	// Clock, if set, replaces Redis TIME as the store's clock: its Now is
 	// sent with every script (the store never uses its timers). If nil,

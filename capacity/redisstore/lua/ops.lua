@@ -25,13 +25,13 @@
 -- A release, or a settle that refunds, does not retime the tickets itself:
 -- it can only bring them forward, so the first RELEASE_RETIME are retimed
 -- once, before the batch's next reserve or observe, or a settle that
--- pushes them back, or at its end; each other ticket keeps its later time
--- until a reserve finds it among the first (S.retime_pending,
--- S.window_current), so that
--- neither releases (callers cancelled together) nor refunds walk the
--- queue. retime derives every ticket's time from the budget and the fair
--- order alone, so the tickets end where each operation followed by its
--- own retime would leave them.
+-- pushes them back, or at its end. Each other ticket keeps its time until a
+-- reserve finds it among the first (S.retime_pending, S.window_current), so
+-- that neither releases (callers cancelled together) nor refunds walk the
+-- queue; a booking placed ahead retimes the first the same way (admit).
+-- retime derives every ticket's time from the budget and the fair order
+-- alone, and its expiry from that time and the time told, so the tickets
+-- end where each operation followed by its own retime would leave them.
 
 -- This file's locals are a block's (do ... end, not indented): in the
 -- function library the next file's start where they end, and a Lua

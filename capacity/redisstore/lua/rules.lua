@@ -441,12 +441,12 @@ end
 -- the time the provider's bucket (level + booked) holds its charges and
 -- those of every ticket due before it, above its class's floor: tickets
 -- follow the budget. A ticket lapses the ticket grace after its time or,
--- if later, the time its call was last told (memScope.ticketExpiry). With first, only the
--- first tickets move (memScope.retimeFirst: a release, a refund, a booking
--- placed ahead); the others are not claimed before they are among the
--- first (beyondFirst), and a reserve retimes the first again, once a
--- ticket left them (S.window_current), until a retime of every ticket
--- (S.retime_pending).
+-- if later, the time its call was last told (memScope.ticketExpiry). With
+-- first, only the first tickets move (memScope.retimeFirst: a release, a
+-- refund, a booking placed ahead); the others are not claimed before they
+-- are among the first (beyondFirst), and a reserve retimes the first
+-- again, once a ticket left them (S.window_current), until a retime of
+-- every ticket (S.retime_pending).
 local function retime(first)
   S.retime_pending = (first and S.tickets > first) and 1 or 0
   S.window_current = 1
