@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -53,8 +54,11 @@ const (
 // third row runs at the default bucket with calls that reserve 1,000 tokens
 // and settle with 250 (tokens per minute 60M, so requests still bind), as
 // calls that reserve their max_tokens do: every settle refunds. A fourth
-// spreads the callers over 4 fairness keys (tenants) of equal weight. It
-// asserts nothing about time; it reports, over the window:
+// has calls reserve 250 tokens and settle 300, as calls whose reservation
+// was learned from what settles (learn) do when they use more: every
+// settle is a debt. A fifth spreads the callers over 4 fairness keys
+// (tenants) of equal weight. It asserts nothing about time; it reports,
+// over the window:
 //
 //   - grants/s: grants in the window / its length; grants/s-min and -max:
 //     the fewest and most grants in a whole one-second window after the
@@ -90,16 +94,17 @@ func BenchmarkHotScope(b *testing.B) {
 	for _, c := range scaleBursts {
 		b.Run(c.name, func(b *testing.B) { benchmarkHotScope(b, c.burst, scaleHotShape{}) })
 	}
-	b.Run("burst=default,settle=refund", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{refund: true}) })
+	b.Run("burst=default,settle=refund", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{settle: scaleSettleRefund}) })
+	b.Run("burst=default,settle=debt", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{settle: scaleSettleDebt}) })
 	b.Run("burst=default,tenants=4", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{tenants: 4}) })
 }
 
 // scaleHotShape is what a row of BenchmarkHotScope changes in its calls:
-// refund, calls that reserve 1,000 tokens and settle 250
-// (scaleRefundCharges); tenants, callers spread over that many fairness
-// keys of equal weight.
+// settle, calls that reserve tokens and settle with fewer or more
+// (scaleSettleCharges; "": a request each, settled as reserved); tenants,
+// callers spread over that many fairness keys of equal weight.
 type scaleHotShape struct {
-	refund  bool
+	settle  string
 	tenants int
 }
 
@@ -175,8 +180,8 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 		b.ReportMetric(v, k)
 	}
 	settle := "settle what was reserved"
-	if shape.refund {
-		settle = "reserve 1,000 tokens and settle 250"
+	if c, ok := scaleSettleCharges[shape.settle]; ok {
+		settle = fmt.Sprintf("reserve %d tokens and settle %d", c[0][capacity.Tokens], c[1][capacity.Tokens])
 	}
 	if shape.tenants > 0 {
 		settle += fmt.Sprintf(", over %d fairness keys", shape.tenants)
@@ -354,7 +359,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 		cmd.Env = append(os.Environ(),
 			scaleEnvRole+"="+r.role, scaleEnvAddr+"="+r.addr, scaleEnvPrefix+"="+r.prefix,
 			scaleEnvProc+"="+strconv.Itoa(p), scaleEnvProcCallers+"="+strconv.Itoa(n), scaleEnvProcScopes+"="+strconv.Itoa(scopes),
-			scaleEnvBurst+"="+scaleBurstEnv(r.burst), scaleEnvRefund+"="+scaleRefundEnv(r.shape.refund),
+			scaleEnvBurst+"="+scaleBurstEnv(r.burst), scaleEnvSettle+"="+r.shape.settle,
 			scaleEnvTenants+"="+scaleTenantsEnv(r.shape.tenants),
 			scaleEnvStart+"="+strconv.FormatInt(r.start.UnixNano(), 10), scaleEnvEnd+"="+strconv.FormatInt(end.UnixNano(), 10),
 			scaleEnvOut+"="+filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
@@ -508,14 +513,6 @@ func scaleBurstEnv(burst time.Duration) string {
 		return ""
 	}
 	return burst.String()
-}
-
-// scaleRefundEnv is TOLLGATE_SCALE_REFUND's value for refund.
-func scaleRefundEnv(refund bool) string {
-	if refund {
-		return "1"
-	}
-	return ""
 }
 
 // scaleTenantsEnv is TOLLGATE_SCALE_TENANTS's value for tenants.

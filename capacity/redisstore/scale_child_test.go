@@ -30,9 +30,9 @@ const (
 	scaleEnvEnd         = "TOLLGATE_SCALE_END"
 	scaleEnvOut         = "TOLLGATE_SCALE_OUT"   // the report file
 	scaleEnvBurst       = "TOLLGATE_SCALE_BURST" // Limits.Burst (a duration); unset: the default
-	// scaleEnvRefund, set to "1", has the hot scope's calls reserve tokens
-	// and settle with a quarter of them (scaleRefundCharges).
-	scaleEnvRefund = "TOLLGATE_SCALE_REFUND"
+	// scaleEnvSettle, set to "refund" or "debt", has the hot scope's calls
+	// reserve tokens and settle with fewer or more (scaleSettleCharges).
+	scaleEnvSettle = "TOLLGATE_SCALE_SETTLE"
 	// scaleEnvTenants, set to n, spreads the hot scope's callers over n
 	// fairness keys of equal weight (caller i: key "tenant-<i mod n>").
 	scaleEnvTenants = "TOLLGATE_SCALE_TENANTS"
@@ -63,17 +63,31 @@ func scaleManyLimits(burst time.Duration) capacity.Limits {
 // scaleOne is one request holding one in-flight slot.
 var scaleOne = capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}
 
-// scaleRefundTPM is the hot scope's tokens per minute when its calls
-// refund (TOLLGATE_SCALE_REFUND): 1M tokens/s, five times what 200
-// grants/s of scaleRefundCharges reserve, so the request rate still binds.
-const scaleRefundTPM = 60_000_000
+// scaleSettleTPM is the hot scope's tokens per minute when its calls
+// reserve tokens (TOLLGATE_SCALE_SETTLE): 1M tokens/s, five times what 200
+// grants/s of 1,000 tokens reserve, so the request rate still binds.
+const scaleSettleTPM = 60_000_000
 
-// scaleRefundCharges are what a hot-scope call reserves and settles with
-// when its calls refund: a pessimistic reservation of 1,000 tokens of
-// which a quarter is used, as a call reserving its max_tokens does.
-var scaleRefundCharges = [2]capacity.Charges{
-	{capacity.Requests: 1, capacity.InFlight: 1, capacity.Tokens: 1000},
-	{capacity.Requests: 1, capacity.InFlight: 1, capacity.Tokens: 250},
+// The settle shapes of BenchmarkHotScope (TOLLGATE_SCALE_SETTLE).
+const (
+	scaleSettleRefund = "refund"
+	scaleSettleDebt   = "debt"
+)
+
+// scaleSettleCharges are what a hot-scope call reserves and settles with,
+// by settle shape: refund, a pessimistic reservation of 1,000 tokens of
+// which a quarter is used, as a call reserving its max_tokens does; debt, a
+// reservation of 250 tokens and 300 used, as a call whose reservation was
+// learned from what settles does when it uses more than most.
+var scaleSettleCharges = map[string][2]capacity.Charges{
+	scaleSettleRefund: {
+		{capacity.Requests: 1, capacity.InFlight: 1, capacity.Tokens: 1000},
+		{capacity.Requests: 1, capacity.InFlight: 1, capacity.Tokens: 250},
+	},
+	scaleSettleDebt: {
+		{capacity.Requests: 1, capacity.InFlight: 1, capacity.Tokens: 250},
+		{capacity.Requests: 1, capacity.InFlight: 1, capacity.Tokens: 300},
+	},
 }
 
 // scaleManyScope returns scope i of BenchmarkManyScopes: 50 credentials of
@@ -271,8 +285,12 @@ func TestScaleChild(t *testing.T) {
 	switch role {
 	case "hot":
 		lim, charges := scaleHotLimits(burst), [2]capacity.Charges{scaleOne, scaleOne}
-		if os.Getenv(scaleEnvRefund) == "1" {
-			lim.TokensPerMinute, charges = scaleRefundTPM, scaleRefundCharges
+		if v := os.Getenv(scaleEnvSettle); v != "" {
+			c, ok := scaleSettleCharges[v]
+			if !ok {
+				t.Fatalf("%s: unknown settle shape %q", scaleEnvSettle, v)
+			}
+			lim.TokensPerMinute, charges = scaleSettleTPM, c
 		}
 		tenants := 0
 		if v := os.Getenv(scaleEnvTenants); v != "" {
