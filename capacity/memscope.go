@@ -72,11 +72,11 @@ type scopeState struct {
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.
 	cut float64
-	// retimePending says a release, a refund or a booking placed ahead
-	// moved only the first tickets (retimeFirst): the others may be later
-	// or earlier than the budget has them, are not claimed before they are
-	// among the first (beyondFirst), and a Reserve retimes the first again
-	// once a ticket left them (windowCurrent).
+	// retimePending says a retime moved only the first tickets, or a
+	// booking placed ahead further back moved none: the others may be
+	// later or earlier than the budget has them, are not claimed before
+	// they are among the first (beyondFirst), and a Reserve retimes the
+	// first again once a ticket left them (windowCurrent).
 	retimePending bool
 	// windowCurrent says the first tickets were retimed and none was
 	// claimed, released or lapsed since: retiming them again would move
@@ -88,7 +88,7 @@ type scopeState struct {
 	bookedFlow flowID
 	flowsMixed bool
 	// bookedFloor is the highest class floor of the tickets booked since
-	// the scope last had none (refundMovesTickets).
+	// the scope last had none (chargeMovesTickets).
 	bookedFloor float64
 }
 
@@ -356,15 +356,23 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 	return tk, true
 }
 
-// refundMovesTickets reports whether refunding delta's negative buckets
-// can bring a booked ticket forward: only where the bucket's level is
-// below the tickets' highest floor. A ticket is due once the provider's
-// bucket (level + booked) holds its charge, those ahead of it and its
-// floor; booked holds every ticket's charge, so a level at or above the
-// floor already holds them all there, and a refund moves no ticket.
-func (m *memScope) refundMovesTickets(delta Charges) bool {
+// chargeMovesTickets reports whether charging delta (a settle's debt, or a
+// refund where negative) can move a booked ticket: only where the bucket's
+// level, before or after, is below the tickets' highest floor. A ticket is
+// due once the provider's bucket (level + booked) holds its charge, those
+// ahead of it and its floor; booked holds every ticket's charge, so a
+// level at or above the floor holds them all there, and a change between
+// two such levels moves no ticket. It is called before the charge.
+func (m *memScope) chargeMovesTickets(delta Charges) bool {
+	if len(m.tickets) == 0 {
+		return false
+	}
 	for d := range numBuckets {
-		if b := m.budgets[d]; delta[d] < 0 && b.Limited && len(m.tickets) > 0 && m.level[d] < m.bookedFloor*b.Capacity {
+		b := m.budgets[d]
+		if delta[d] == 0 || !b.Limited {
+			continue
+		}
+		if lowest := math.Min(m.level[d], m.level[d]-float64(delta[d])); lowest < m.bookedFloor*b.Capacity {
 			return true
 		}
 	}

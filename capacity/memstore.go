@@ -117,9 +117,9 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	st.setLimits(req.Limits, now)
 	st.advance(now)
 	if st.retimePending && !st.windowCurrent {
-		// A release, a refund or a booking placed ahead moved only the
-		// first tickets: those that came among them since move now.
-		st.retimeFirst(now, tuning.ReleaseRetime)
+		// A retime moved only the first tickets: those that came among
+		// them since move now.
+		st.retime(now)
 	}
 
 	// A demand that can never fit is refused, never queued.
@@ -296,11 +296,11 @@ func (s *MemoryStore) admit(st *memScope, req *Request, now time.Time, ttl time.
 		if behind {
 			// Its place in the fair order is ahead of tickets booked
 			// before it, which it pushes back: among the first tickets,
-			// they follow at once (retimeFirst) and it may be due at once;
+			// they follow at once (retime) and it may be due at once;
 			// further back, none of the first moves. The others follow as
 			// they come among the first (beyondFirst).
-			if st.placeOf(req.Call) < tuning.ReleaseRetime {
-				st.retimeFirst(now, tuning.ReleaseRetime)
+			if st.placeOf(req.Call) < tuning.RetimeWindow {
+				st.retime(now)
 			} else {
 				st.retimePending = true
 			}
@@ -391,15 +391,12 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	default:
 		return nil // settled or released already (once only), or unknown
 	}
-	forward := st.refundMovesTickets(delta)
+	moves := st.chargeMovesTickets(delta)
 	st.charge(delta)
 	st.dispatched(delta)
 	st.settleFlow(lease, lease.Charges.Add(delta), now)
-	switch {
-	case delta.movesTicketsBack():
+	if moves {
 		st.retime(now)
-	case forward:
-		st.retimeFirst(now, tuning.ReleaseRetime) // a refund only brings tickets forward
 	}
 	st.wake()
 	return nil
@@ -424,7 +421,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 			st.refund(tk.Charges)
 			st.unplace(tk)
 			st.refundKey(tk)
-			st.retimeFirst(now, tuning.ReleaseRetime)
+			st.retime(now)
 			st.wake()
 		}
 		return nil
@@ -433,7 +430,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 		st.dropLease(lease.Call)
 		st.refund(le.Charges)
 		st.settleFlow(le, Charges{}, now)
-		st.retimeFirst(now, tuning.ReleaseRetime)
+		st.retime(now)
 		st.wake()
 	}
 	return nil
@@ -563,7 +560,7 @@ func (s *MemoryStore) Snapshot(ctx context.Context, sc Scope) (Snapshot, error) 
 	view := st.clone()
 	view.advance(now)
 	if view.retimePending && !view.windowCurrent {
-		view.retimeFirst(now, tuning.ReleaseRetime) // as the next Reserve would
+		view.retime(now) // as the next Reserve would
 	}
 	return view.snapshot(snap, now), nil
 }

@@ -7,28 +7,24 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/tuning"
 )
 
-// retime moves every booked ticket to the time the provider's bucket
-// (level + booked) holds its charges and those of every ticket due before
-// it, above its class's floor: tickets follow the budget. A refund or a
-// higher reported level brings them forward, debt, a lower reported level
-// or a lowered limit pushes them back at once, so nothing booked at an old
-// rate is sent into a new one. Tickets keep their order (their times, then
-// their calls). A ticket lapses grace after its time or, if later, the time
-// its call was last told (ticketExpiry). It requires the scope's lock.
-func (m *memScope) retime(now time.Time) { m.retimeFirst(now, len(m.tickets)) }
-
-// retimeFirst is retime for the first n tickets in their order, as far as
-// retime would move them. It is for a release, a refund and a booking
-// placed ahead in the fair order: the others keep their times, later than
-// retime would give them after a release or a refund, earlier after a
-// booking ahead, and the scope is left retime-pending. A ticket further
-// back than the first n is then not claimed (beyondFirst), and a Reserve
-// retimes the first n again once a ticket left them (windowCurrent), until
-// a retime of every ticket clears it. A ticket is thus retimed, and its
-// call told if it moved well forward (broughtForward), as it comes within n
-// of the head, and none of those moves walks the whole queue. It requires
-// the scope's lock.
-func (m *memScope) retimeFirst(now time.Time, n int) {
+// retime moves the first tuning.RetimeWindow booked tickets, in their fair
+// order, to the time the provider's bucket (level + booked) holds its
+// charges and those of every ticket due before it, above its class's floor:
+// tickets follow the budget. A refund, a release or a higher reported level
+// brings them forward; debt, a borrow, a lower reported level or limit, a
+// 429's pause or a booking placed ahead pushes them back. A ticket lapses
+// grace after its time or, if later, the time its call was last told
+// (ticketExpiry).
+//
+// The tickets further back keep their times, which may be late or early,
+// and the scope is left retime-pending: a ticket further back is not
+// claimed (beyondFirst), and a Reserve retimes the first again once a
+// ticket left them (windowCurrent). A ticket is thus retimed, and its call
+// told if it moved well forward (broughtForward), as it comes within the
+// window of the head, and no move walks the whole queue. It requires the
+// scope's lock.
+func (m *memScope) retime(now time.Time) {
+	n := tuning.RetimeWindow
 	m.retimePending, m.windowCurrent = len(m.tickets) > n, true
 	if len(m.tickets) == 0 {
 		return
@@ -71,7 +67,7 @@ func (m *memScope) retimeFirst(now time.Time, n int) {
 }
 
 // beyondFirst reports whether call's ticket is further back in the order
-// than the first tuning.ReleaseRetime tickets of a retime-pending scope,
+// than the first tuning.RetimeWindow tickets of a retime-pending scope,
 // whose times are kept as retime gives them: further back, a time may be
 // late (a refund, a release) or early (a booking placed ahead of it). If
 // so, it returns the time of the last of the first, before which the
@@ -81,7 +77,7 @@ func (m *memScope) beyondFirst(call string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	first := m.ticketsInOrder()
-	first = first[:min(len(first), tuning.ReleaseRetime)]
+	first = first[:min(len(first), tuning.RetimeWindow)]
 	for _, tk := range first {
 		if tk.Call == call {
 			return time.Time{}, false
@@ -129,10 +125,7 @@ func (m *memScope) announceDue(call string) {
 // takeOverdue gives call's ticket the place of the earliest ticket of its
 // rank that is OverdueTicket past its time, and moves that one to call's
 // old time (their places in the fair order too); then the tickets are
-// retimed: the first only (retimeFirst) if call's ticket charges no more
-// than the one whose place it takes, so that the tickets between them can
-// only come forward, else every one. It reports whether it found one. It
-// requires the scope's lock.
+// retimed. It reports whether it found one. It requires the scope's lock.
 func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	mine := m.tickets[call]
 	for _, tk := range m.ticketsByTime() {
@@ -148,11 +141,7 @@ func (m *memScope) takeOverdue(call string, now time.Time) bool {
 		tk.Expires = m.ticketExpiry(tk)
 		m.noteExpiry(tk.Expires)
 		m.tickets[call], m.tickets[tk.Call] = mine, tk
-		if mine.Charges.Sub(tk.Charges).movesTicketsBack() {
-			m.retime(now)
-		} else {
-			m.retimeFirst(now, tuning.ReleaseRetime)
-		}
+		m.retime(now)
 		return true
 	}
 	return false
@@ -210,19 +199,6 @@ func (m *memScope) ticketsByTime() []Ticket {
 		return order[i].Call < order[j].Call
 	})
 	return order
-}
-
-// movesTicketsBack reports whether charging c takes from any per-minute
-// bucket (a debt): booked tickets may then be due later, and every one
-// moves at once. A refund only brings them forward, which can wait until
-// they near the head (retimeFirst).
-func (c Charges) movesTicketsBack() bool {
-	for d := range numBuckets {
-		if c[d] > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // micros is d in microseconds, rounded up: the Redis store's resolution.

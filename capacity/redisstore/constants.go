@@ -27,7 +27,7 @@ const stateFormat = 3
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "5.4"
+const scriptVersion = "5.5"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -130,7 +130,7 @@ func luaConstants() []luaConstant {
 		{"LAPSED_LEASE_MEMORY", tuning.LapsedLeaseMemory.Microseconds(), "tuning.LapsedLeaseMemory (µs)"},
 		{"ANNOUNCE_MOVE", tuning.AnnounceMove.Microseconds(), "tuning.AnnounceMove (µs)"},
 		{"OVERDUE_TICKET", tuning.OverdueTicket.Microseconds(), "tuning.OverdueTicket (µs)"},
-		{"RELEASE_RETIME", tuning.ReleaseRetime, "tuning.ReleaseRetime"},
+		{"RETIME_WINDOW", tuning.RetimeWindow, "tuning.RetimeWindow"},
 		{"COOLDOWN_CUT", tuning.CooldownCut, "tuning.CooldownCut: a 429's cut of the rate"},
 		{"RATE_RECOVERY", tuning.RateRecovery, "tuning.RateRecovery: the rate's recovery a second"},
 		{"MIN_RATE_FACTOR", tuning.MinRateFactor, "tuning.MinRateFactor"},

@@ -27,11 +27,11 @@ func TestMatchesMemoryStore(t *testing.T) { matchesMemoryStore(t, 6) }
 
 // TestMatchesMemoryStoreBeyondTheFirstTickets is TestMatchesMemoryStore
 // with enough calls, and a step that books many at once (crowd), for more
-// tickets than the first tuning.ReleaseRetime: what happens to tickets
+// tickets than the first tuning.RetimeWindow: what happens to tickets
 // further back (windowed retimes, claims beyond the first) is compared
 // too.
 func TestMatchesMemoryStoreBeyondTheFirstTickets(t *testing.T) {
-	matchesMemoryStore(t, tuning.ReleaseRetime+16)
+	matchesMemoryStore(t, tuning.RetimeWindow+16)
 }
 
 // matchesMemoryStore runs the differential test over calls distinct calls.
@@ -90,7 +90,7 @@ func matchesMemoryStore(t *testing.T, calls int) {
 			},
 			"": m.compare,
 		}
-		if calls > tuning.ReleaseRetime {
+		if calls > tuning.RetimeWindow {
 			actions["crowd"] = m.crowd // not in the saved failures of fewer calls
 		}
 		rt.Repeat(actions)

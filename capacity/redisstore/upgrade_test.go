@@ -32,6 +32,7 @@ var previousScripts = []struct {
 	{"5.1", "testdata/scripts-v5.1", false}, // releases in a script of their own
 	{"5.2", "testdata/scripts-v5.2", false}, // scripts only, no function library
 	{"5.3", "testdata/scripts-v5.3", false}, // a refund retimes every ticket
+	{"5.4", "testdata/scripts-v5.4", false}, // a debt, a report or a limit retimes every ticket
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with

@@ -19,7 +19,7 @@ import (
 
 // windowScope is a store on a server of its own, on a manual clock, with a
 // scope that granted one call (first) and then booked 8 more tickets than
-// tuning.ReleaseRetime, one a second: 1 request/s, tokens to spare.
+// tuning.RetimeWindow, one a second: 1 request/s, tokens to spare.
 type windowScope struct {
 	s     *Store
 	rdb   *redis.Client
@@ -41,7 +41,7 @@ func newWindowScope(t *testing.T) *windowScope {
 	require.NoError(t, err)
 	require.True(t, first.Granted)
 	w.first = first.Lease
-	for i := range tuning.ReleaseRetime + 8 {
+	for i := range tuning.RetimeWindow + 8 {
 		res, err := w.s.Reserve(context.Background(), w.req(fmt.Sprint("t", i)))
 		require.NoError(t, err)
 		require.True(t, res.Booked)
@@ -86,8 +86,8 @@ func TestWindowRetimedOnlyWhenATicketLeft(t *testing.T) {
 	ctx := context.Background()
 	used := windowCharges
 	used[capacity.Requests] = 0 // the provider did not count it: a refund in the bucket the tickets wait on
-	require.Greater(t, w.ticketReads(t, func() error { return w.s.Settle(ctx, w.first, used) }), tuning.ReleaseRetime-1, "the refund moves the first")
-	require.Less(t, w.ticketReads(t, w.reserve("late")), tuning.ReleaseRetime, "a booking while the first tickets are current")
+	require.Greater(t, w.ticketReads(t, func() error { return w.s.Settle(ctx, w.first, used) }), tuning.RetimeWindow-1, "the refund moves the first")
+	require.Less(t, w.ticketReads(t, w.reserve("late")), tuning.RetimeWindow, "a booking while the first tickets are current")
 	// The head ticket's call claims it at its time, and the next reserve
 	// retimes the first again.
 	snap, err := w.s.Snapshot(ctx, keysScope)
@@ -96,15 +96,58 @@ func TestWindowRetimedOnlyWhenATicketLeft(t *testing.T) {
 	claim, err := w.s.Reserve(ctx, w.req(snap.Tickets[0].Call))
 	require.NoError(t, err)
 	require.True(t, claim.Granted)
-	require.GreaterOrEqual(t, w.ticketReads(t, w.reserve("later")), tuning.ReleaseRetime, "a booking after a ticket left the first")
+	require.GreaterOrEqual(t, w.ticketReads(t, w.reserve("later")), tuning.RetimeWindow, "a booking after a ticket left the first")
 }
 
-// TestRefundThatMovesNoTicketReadsNone: a refund in a bucket whose level
-// already holds every ticket (tokens, here: the tickets wait on requests)
-// moves none, and reads none of them (memScope.refundMovesTickets).
-func TestRefundThatMovesNoTicketReadsNone(t *testing.T) {
-	w := newWindowScope(t)
-	used := windowCharges
-	used[capacity.Tokens] = 100
-	require.Less(t, w.ticketReads(t, func() error { return w.s.Settle(context.Background(), w.first, used) }), tuning.ReleaseRetime)
+// TestChargeThatMovesNoTicketReadsNone: a refund or a debt in a bucket
+// whose level holds every ticket before and after (tokens, here: the
+// tickets wait on requests) moves none, and reads none of them
+// (memScope.chargeMovesTickets). Until scripts 5.5 every debt read them.
+func TestChargeThatMovesNoTicketReadsNone(t *testing.T) {
+	for _, tokens := range []int64{100, 2000} {
+		t.Run(fmt.Sprint("tokens used ", tokens, " of ", windowCharges[capacity.Tokens]), func(t *testing.T) {
+			w := newWindowScope(t)
+			used := windowCharges
+			used[capacity.Tokens] = tokens
+			require.Less(t, w.ticketReads(t, func() error { return w.s.Settle(context.Background(), w.first, used) }), tuning.RetimeWindow)
+		})
+	}
+}
+
+// TestMovesBackReadOnlyTheFirstTickets: a move that pushes the tickets
+// back (debt, a lower reported level, a lower limit) reads the first
+// tuning.RetimeWindow tickets, not all of them (memScope.retime). Until
+// scripts 5.5 each read every ticket.
+func TestMovesBackReadOnlyTheFirstTickets(t *testing.T) {
+	ctx := context.Background()
+	booked := tuning.RetimeWindow + 8
+	for _, c := range []struct {
+		name string
+		move func(w *windowScope) error
+	}{
+		{"debt", func(w *windowScope) error {
+			used := windowCharges
+			used[capacity.Requests] = 3 // the provider counted two retries
+			return w.s.Settle(ctx, w.first, used)
+		}},
+		{"lower report", func(w *windowScope) error {
+			var o capacity.Observation
+			o.Dims[capacity.Requests] = capacity.DimensionObservation{HasLimit: true, Limit: 30, HasRemaining: true, Remaining: 0}
+			o.Mark = w.first.Mark
+			return w.s.Observe(ctx, keysScope, o)
+		}},
+		{"lower limit", func(w *windowScope) error {
+			r := w.req("lowered")
+			r.Limits.RequestsPerMinute = 30
+			_, err := w.s.Reserve(ctx, r)
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWindowScope(t)
+			reads := w.ticketReads(t, func() error { return c.move(w) })
+			require.GreaterOrEqual(t, reads, tuning.RetimeWindow, "the first tickets move")
+			require.Less(t, reads, booked, "the others keep their times")
+		})
+	}
 }

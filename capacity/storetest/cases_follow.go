@@ -352,12 +352,12 @@ var followCases = []Case{
 	}},
 	{"BookingAheadMovesTicketsBeyondTheFirstAsTheyNearTheHead", func(h *harness) {
 		// A booking placed ahead in the fair order pushes the tickets
-		// behind it back: the first tuning.ReleaseRetime at once, each
+		// behind it back: the first tuning.RetimeWindow at once, each
 		// other one as it comes within that many of the head.
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
 		start := h.clock.Now()
 		h.grant(h.keyed(l, capacity.Fairness{Key: "a"}, one()))
-		n := tuning.ReleaseRetime + 8
+		n := tuning.RetimeWindow + 8
 		booked := make([]capacity.Request, n)
 		for i := range booked {
 			booked[i] = h.keyed(l, capacity.Fairness{Key: "a"}, one())
@@ -374,19 +374,30 @@ var followCases = []Case{
 			require.Equal(h.t, capacity.DenyTicket, res.Reason)
 			return res.RetryAt.Sub(start)
 		}
-		inside, last := booked[tuning.ReleaseRetime-2], booked[n-1]
-		assert.Equal(h.t, time.Duration(tuning.ReleaseRetime)*time.Second, due(inside), "the last of the first tickets moved back")
+		inside, last := booked[tuning.RetimeWindow-2], booked[n-1]
+		assert.Equal(h.t, time.Duration(tuning.RetimeWindow)*time.Second, due(inside), "the last of the first tickets moved back")
 		assert.Equal(h.t, time.Duration(n)*time.Second, due(last), "a ticket further back keeps its time")
 		// The tickets are claimed at their times until the last one is
 		// among the first: then it too is due a second later.
 		h.clock.Advance(start.Add(time.Second).Sub(h.clock.Now()))
 		h.grant(b)
-		for i := 0; i+tuning.ReleaseRetime < n; i++ {
+		for i := 0; i+tuning.RetimeWindow < n; i++ {
 			h.clock.Advance(start.Add(time.Duration(i+2) * time.Second).Sub(h.clock.Now()))
 			h.grant(booked[i])
 		}
 		assert.Equal(h.t, time.Duration(n+1)*time.Second, due(last), "the last ticket moved back as it neared the head")
 	}},
+	ticketsPushedBack("Debt", capacity.Standard, func(h *harness, first capacity.Lease) {
+		used := first.Charges
+		used[capacity.Requests] = 2 // the provider counted a retry: a request of debt
+		require.NoError(h.t, h.store.Settle(h.ctx, first, used))
+	}),
+	ticketsPushedBack("Borrow", capacity.Bulk, func(h *harness, _ capacity.Lease) {
+		r := h.req(capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second}, one())
+		r.Class = capacity.Interactive
+		h.clock.Advance(time.Second)
+		h.grant(r) // takes the request the first bulk ticket booked
+	}),
 	ticketsNearingTheHead("Refund", func(h *harness, first capacity.Lease, _ []capacity.Request) int {
 		used := first.Charges
 		used[capacity.Requests] = 0 // the provider did not count the call: its request comes back
@@ -396,7 +407,7 @@ var followCases = []Case{
 }
 
 // ticketsNearingTheHead is the case of a move that can only bring booked
-// tickets forward (a release, a refund): the first tuning.ReleaseRetime
+// tickets forward (a release, a refund): the first tuning.RetimeWindow
 // tickets move at once, and each other one, here by a second, as it comes
 // within that many of the head. Until then it keeps its later time, which
 // Reserve and Snapshot both report. move gives a second of the bucket back
@@ -408,7 +419,7 @@ func ticketsNearingTheHead(name string, move func(h *harness, first capacity.Lea
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
 		start := h.clock.Now()
 		first := h.grant(h.req(l, one()))
-		n := tuning.ReleaseRetime + 8
+		n := tuning.RetimeWindow + 8
 		booked := make([]capacity.Request, n)
 		for i := range booked {
 			booked[i] = h.req(l, one())
@@ -422,8 +433,8 @@ func ticketsNearingTheHead(name string, move func(h *harness, first capacity.Lea
 			require.Equal(h.t, capacity.DenyTicket, res.Reason)
 			return res.RetryAt.Sub(start)
 		}
-		inside, last := booked[head+tuning.ReleaseRetime-1], booked[n-1]
-		assert.Equal(h.t, time.Duration(head+tuning.ReleaseRetime-1)*time.Second, due(inside), "the last of the first tickets moved forward")
+		inside, last := booked[head+tuning.RetimeWindow-1], booked[n-1]
+		assert.Equal(h.t, time.Duration(head+tuning.RetimeWindow-1)*time.Second, due(inside), "the last of the first tickets moved forward")
 		assert.Equal(h.t, time.Duration(n)*time.Second, due(last), "a ticket further back keeps its later time")
 		snap := h.snap(testScope)
 		tail := snap.Tickets[len(snap.Tickets)-1]
@@ -431,11 +442,53 @@ func ticketsNearingTheHead(name string, move func(h *harness, first capacity.Lea
 		assert.Equal(h.t, time.Duration(n)*time.Second, tail.At.Sub(start), "the snapshot reports what Reserve does")
 		// The tickets are claimed at their times until the last one is
 		// among the first: then it too is due a second earlier.
-		for i := head; i+tuning.ReleaseRetime < n; i++ {
+		for i := head; i+tuning.RetimeWindow < n; i++ {
 			h.clock.Advance(start.Add(time.Duration(i) * time.Second).Sub(h.clock.Now()))
 			h.grant(booked[i])
 		}
 		assert.Equal(h.t, time.Duration(n-1)*time.Second, due(last), "the last ticket moved forward as it neared the head")
+	}}
+}
+
+// ticketsPushedBack is the case of a move that pushes booked tickets back
+// (debt, a borrow; a lower report or limit and a 429's pause retime the
+// same way): the first tuning.RetimeWindow tickets move back at once, here
+// by a second, and each other one as it comes within that many of the
+// head. Until then it keeps its earlier time and is not claimed: it is due
+// no earlier than the last of the first. The tickets are booked in class
+// cls, each a second after the one before it, behind first, the lease
+// granted before them; move takes a second of the bucket, within the first
+// second.
+func ticketsPushedBack(name string, cls capacity.Class, move func(h *harness, first capacity.Lease)) Case {
+	return Case{name + "MovesTicketsBeyondTheFirstAsTheyNearTheHead", func(h *harness) {
+		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		start := h.clock.Now()
+		first := h.grant(h.req(l, one()))
+		n := tuning.RetimeWindow + 8
+		booked := make([]capacity.Request, n)
+		for i := range booked {
+			booked[i] = h.req(l, one())
+			booked[i].Class, booked[i].Book = cls, true
+			res := h.deny(booked[i])
+			require.Equal(h.t, time.Duration(i+1)*time.Second, res.RetryAt.Sub(start))
+		}
+		move(h, first)
+		due := func(r capacity.Request) time.Duration {
+			res := h.deny(r)
+			require.Equal(h.t, capacity.DenyTicket, res.Reason)
+			return res.RetryAt.Sub(start)
+		}
+		inside, beyond, last := booked[tuning.RetimeWindow-1], booked[tuning.RetimeWindow], booked[n-1]
+		assert.Equal(h.t, time.Duration(tuning.RetimeWindow+1)*time.Second, due(inside), "the last of the first tickets moved back")
+		assert.Equal(h.t, time.Duration(tuning.RetimeWindow+1)*time.Second, due(beyond), "a ticket further back waits for the first")
+		assert.Equal(h.t, time.Duration(n)*time.Second, due(last), "a ticket further back keeps its time")
+		// The tickets are claimed at their times until the last one is
+		// among the first: then it too is due a second later.
+		for i := 0; i+tuning.RetimeWindow < n; i++ {
+			h.clock.Advance(start.Add(time.Duration(i+2) * time.Second).Sub(h.clock.Now()))
+			h.grant(booked[i])
+		}
+		assert.Equal(h.t, time.Duration(n+1)*time.Second, due(last), "the last ticket moved back as it neared the head")
 	}}
 }
 

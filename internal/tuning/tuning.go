@@ -52,15 +52,17 @@ const GatherSpacing = time.Millisecond
 // ms: decision 0004.)
 const AnnounceMove = 10 * time.Millisecond
 
-// ReleaseRetime is how many booked tickets, from the head of their order,
-// a release, a refund or a booking placed ahead in the fair order retimes
-// at once, and a Reserve after it once a ticket left them, until a retime
-// of every ticket. The rest keep their times, later or earlier than the
-// budget allows, and are not claimed, until they come that near the head:
-// none of those moves walks the queue, and a move forward is announced
-// only to a ticket whose wait it cuts by a quarter (AnnounceMove), which
-// one call's release or refund does only near the head.
-const ReleaseRetime = 32
+// RetimeWindow is how many booked tickets, from the head of their order,
+// a retime moves (a release, a refund or debt, a report, a limit change, a
+// 429's pause, a borrow, a booking placed ahead), and a Reserve after it
+// moves again once a ticket left them. The rest keep their times, later or
+// earlier than the budget allows, and are not claimed, until they come
+// that near the head: no move walks the queue, and a move forward is
+// announced only to a ticket whose wait it cuts by a quarter
+// (AnnounceMove), which one call's release or refund does only near the
+// head. (Until scripts 5.5 every move but a release's, a refund's and a
+// booking's walked every ticket.)
+const RetimeWindow = 32
 
 // OverdueTicket is how long past its time a booked ticket waits for its
 // call before a call that came early for a later ticket (of the same class

@@ -4,7 +4,7 @@
 -- the format of a stored scope state (constants.go: stateFormat)
 local STATE_FORMAT = 3
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "5.4"
+local SCRIPT_VERSION = "5.5"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -61,8 +61,8 @@ local LAPSED_LEASE_MEMORY = 600000000
 local ANNOUNCE_MOVE = 10000
 -- tuning.OverdueTicket (µs)
 local OVERDUE_TICKET = 100000
--- tuning.ReleaseRetime
-local RELEASE_RETIME = 32
+-- tuning.RetimeWindow
+local RETIME_WINDOW = 32
 -- tuning.CooldownCut: a 429's cut of the rate
 local COOLDOWN_CUT = 0.7
 -- tuning.RateRecovery: the rate's recovery a second

@@ -22,16 +22,16 @@
 -- A settle's: 'ok', or 'gone' when the scope's state did not exist.
 -- An observe's: 'ok'. A release's: 'ok' (or 'gone', as a settle's).
 --
--- A release, or a settle that refunds, does not retime the tickets itself:
--- it can only bring them forward, so the first RELEASE_RETIME are retimed
--- once, before the batch's next reserve or observe, or a settle that
--- pushes them back, or at its end. Each other ticket keeps its time until a
--- reserve finds it among the first (S.retime_pending, S.window_current), so
--- that neither releases (callers cancelled together) nor refunds walk the
--- queue; a booking placed ahead retimes the first the same way (admit).
--- retime derives every ticket's time from the budget and the fair order
--- alone, and its expiry from that time and the time told, so the tickets
--- end where each operation followed by its own retime would leave them.
+-- A retime moves only the first RETIME_WINDOW tickets in their order
+-- (rules.lua: retime); each other ticket keeps its time until a reserve
+-- finds it among the first (S.retime_pending, S.window_current), so that no
+-- operation walks the queue. A release, or a settle that refunds, does not
+-- retime the tickets itself: it can only bring them forward, so they are
+-- retimed once, before the batch's next reserve or observe, or a settle
+-- that pushes them back, or at its end. retime derives every ticket's time
+-- from the budget and the fair order alone, and its expiry from that time
+-- and the time told, so the tickets end where each operation followed by
+-- its own retime would leave them.
 
 -- This file's locals are a block's (do ... end, not indented): in the
 -- function library the next file's start where they end, and a Lua
@@ -48,13 +48,13 @@ local forward = {}
 resets[#resets + 1] = function() forward.owed = false end
 
 -- forward.retimeDue moves the first tickets if a release or a refund left
--- them to be moved (MemoryStore.Release and Settle: retimeFirst,
--- RELEASE_RETIME), and, on a retime-pending scope, those a reserve finds
--- among the first once a ticket left them (MemoryStore.Reserve).
+-- them to be moved (MemoryStore.Release and Settle: retime), and, on a
+-- retime-pending scope, those a reserve finds among the first once a
+-- ticket left them (MemoryStore.Reserve).
 function forward.retimeDue()
   if forward.owed or S.retime_pending == 1 and S.window_current == 0 then
     forward.owed = false
-    retime(RELEASE_RETIME)
+    retime()
   end
 end
 
@@ -271,8 +271,8 @@ local function admit(req)
       -- which it pushes back: among the first tickets, they follow at once
       -- and it may be due at once; further back, none of the first moves.
       -- The others follow as they come among the first (beyondFirst).
-      if index.place(req.call, req.rank) < RELEASE_RETIME then
-        retime(RELEASE_RETIME)
+      if index.place(req.call, req.rank) < RETIME_WINDOW then
+        retime()
       else
         S.retime_pending = 1
       end
@@ -348,7 +348,7 @@ local function settle(c, attempt, delta, lease)
   else
     return 'ok' -- settled or released already (once only), or unknown
   end
-  local refunded = refundMovesTickets(delta)
+  local moves = chargeMovesTickets(delta)
   charge(delta)
   dispatched(delta)
   local final = {}
@@ -356,11 +356,11 @@ local function settle(c, attempt, delta, lease)
   fair.settleFlow(lease.class, lease.key, lease.weight, lease.reserved, final, lease.granted_at)
   local back = false
   for d = 1, NB do back = back or delta[d] > 0 end
-  if back then
-    -- A debt: every ticket may be due later (Charges.movesTicketsBack).
+  if moves and back then
+    -- A debt: the first tickets may be due later, at once.
     if forward.owed then forward.retimeDue() end
     retime()
-  elseif refunded then
+  elseif moves then
     forward.owed = true -- a refund only brings tickets forward
   end
   wake()

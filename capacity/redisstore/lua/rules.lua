@@ -437,23 +437,22 @@ function fair.settleFlow(class, key, weight, reserved, final, granted_at)
   end
 end
 
--- retime moves every booked ticket, in their fair order (index.orderAll), to
--- the time the provider's bucket (level + booked) holds its charges and
--- those of every ticket due before it, above its class's floor: tickets
--- follow the budget. A ticket lapses the ticket grace after its time or,
--- if later, the time its call was last told (memScope.ticketExpiry). With
--- first, only the first tickets move (memScope.retimeFirst: a release, a
--- refund, a booking placed ahead); the others are not claimed before they
--- are among the first (beyondFirst), and a reserve retimes the first
--- again, once a ticket left them (S.window_current), until a retime of
--- every ticket (S.retime_pending).
-local function retime(first)
-  S.retime_pending = (first and S.tickets > first) and 1 or 0
+-- retime moves the first RETIME_WINDOW booked tickets, in their fair order
+-- (index.orderFirst), to the time the provider's bucket (level + booked)
+-- holds its charges and those of every ticket due before it, above its
+-- class's floor: tickets follow the budget. A ticket lapses the ticket
+-- grace after its time or, if later, the time its call was last told
+-- (memScope.ticketExpiry). The others keep their times: they are not
+-- claimed before they are among the first (beyondFirst), and a reserve
+-- retimes the first again, once a ticket left them (S.window_current),
+-- while there are more (S.retime_pending; memScope.retime).
+local function retime()
+  S.retime_pending = S.tickets > RETIME_WINDOW and 1 or 0
   S.window_current = 1
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
   local gathered = 0 -- the tickets due at the gathering's end so far
-  for _, e in ipairs(first and index.orderFirst(first) or index.orderAll()) do
+  for _, e in ipairs(index.orderFirst(RETIME_WINDOW)) do
     local c, tk = e[1], e[2]
     do
       local fl, w = tk.floor, 0
@@ -486,11 +485,11 @@ local function retime(first)
 end
 
 -- beyondFirst reports whether call c's ticket is further back in the order
--- than the first RELEASE_RETIME tickets of a retime-pending scope, and if
+-- than the first RETIME_WINDOW tickets of a retime-pending scope, and if
 -- so the time of the last of them (memScope.beyondFirst).
 local function beyondFirst(c)
   if S.retime_pending ~= 1 then return false, 0 end
-  local first = index.orderFirst(RELEASE_RETIME)
+  local first = index.orderFirst(RETIME_WINDOW)
   for _, e in ipairs(first) do
     if e[1] == c then return false, 0 end
   end
@@ -499,9 +498,7 @@ end
 
 -- takeOverdue gives call c's ticket (mine) the place of the earliest ticket
 -- of its rank OVERDUE_TICKET past its time, and moves that one to c's old
--- time (their places in the fair order too); then the tickets are retimed:
--- the first only if mine charges no more than the one whose place it
--- takes (the tickets between them can only come forward), else every one.
+-- time (their places in the fair order too); then the tickets are retimed.
 -- It reports whether it found one (memScope.takeOverdue).
 local function takeOverdue(c, mine)
   flushTickets()
@@ -520,9 +517,7 @@ local function takeOverdue(c, mine)
         putTicket(id, tk)
         index.orderPut(c, mine)
         index.orderPut(id, tk)
-        local back = false
-        for d = 1, NB do back = back or mine.charge[d] > tk.charge[d] end
-        retime(not back and RELEASE_RETIME or nil)
+        retime()
         return true
       end
     end
@@ -714,12 +709,14 @@ local function fitWait(d, c, fl, borrow)
   return w
 end
 
--- refundMovesTickets reports whether refunding delta's negative buckets
--- can bring a booked ticket forward: only where the bucket's level is below
--- the tickets' highest floor (memScope.refundMovesTickets).
-local function refundMovesTickets(delta)
+-- chargeMovesTickets reports whether charging delta (a settle's debt, or a
+-- refund where negative) can move a booked ticket: only where the bucket's
+-- level, before or after, is below the tickets' highest floor
+-- (memScope.chargeMovesTickets). It is called before the charge.
+local function chargeMovesTickets(delta)
+  if S.tickets == 0 then return false end
   for d = 1, NB do
-    if delta[d] < 0 and S.capacity[d] > 0 and S.tickets > 0 and S.level[d] < S.booked_floor * S.capacity[d] then
+    if delta[d] ~= 0 and S.capacity[d] > 0 and min(S.level[d], S.level[d] - delta[d]) < S.booked_floor * S.capacity[d] then
       return true
     end
   end

@@ -28,7 +28,7 @@ function entries.snapshot(keys, args)
     return out
   end
   advance()
-  if S.retime_pending == 1 and S.window_current == 0 then retime(RELEASE_RETIME) end -- as the next reserve would
+  if S.retime_pending == 1 and S.window_current == 0 then retime() end -- as the next reserve would
   local out = header('ok')
   out[6], out[7], out[8] = credentialBlock(), S.limits, S.day_end
   local budget, level = {}, {}

@@ -774,21 +774,6 @@ function index.orderFirst(k)
   return out
 end
 
--- index.orderAll returns the booked tickets as {call, ticket} in the order
--- they are due.
-function index.orderAll()
-  local out = {}
-  if S.tickets == 0 then return out end
-  allTickets() -- every ticket's record in one read
-  for r = NRANKS - 1, 0, -1 do
-    for _, c in ipairs(call('ZRANGE', KEYS[K.ORDER + r], 0, -1)) do
-      local tk = getTicket(c)
-      if tk then out[#out + 1] = {c, tk} end
-    end
-  end
-  return out
-end
-
 -- book takes a ticket's charges now and holds them until the ticket is
 -- claimed, lapses or is released.
 local function book(c, tk)
@@ -844,7 +829,7 @@ end
 -- index.keptBy are the versions of the scripts that keep these indexes as
 -- this one does: a state one of them saved last needs no rebuild. A state
 -- of any other version, older or newer (a rollback), is re-indexed.
-index.keptBy = {['5.0'] = true, ['5.1'] = true, ['5.2'] = true, ['5.3'] = true, [SCRIPT_VERSION] = true}
+index.keptBy = {['5.0'] = true, ['5.1'] = true, ['5.2'] = true, ['5.3'] = true, ['5.4'] = true, [SCRIPT_VERSION] = true}
 
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
 -- walk over them, when a state saved by a version of the scripts that does
