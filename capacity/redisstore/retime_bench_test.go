@@ -11,9 +11,11 @@ import (
 
 // BenchmarkRetime measures what moving booked tickets costs: with n
 // tickets booked on a scope, each iteration books one more and releases it,
-// and the release's refund retimes every ticket (lua/rules.lua, retime). A
-// settle that refunds part of its reservation (Anthropic's output) pays the
-// same; one that charges what it reserved pays nothing.
+// and the release's refund retimes the first tuning.RetimeWindow tickets
+// (lua/rules.lua, retime), so the cost does not grow with n (until scripts
+// 5.3 it retimed every ticket: decision 0007). A debt, a refund or a
+// report that moves tickets pays the same; a settle that charges what it
+// reserved pays nothing.
 func BenchmarkRetime(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
