@@ -240,7 +240,7 @@ func (m *memScope) forgetIdleFlows() {
 // booked or in flight and every bucket full. No flow is then ahead of
 // another (the Redis store's state may expire then). Key caps are kept.
 func (m *memScope) forgetIdle() {
-	if len(m.flows) == 0 && !m.keyed || len(m.tickets) > 0 || m.leases.len() > 0 {
+	if len(m.flows) == 0 && !m.keyed || m.tickets.len() > 0 || m.leases.len() > 0 {
 		return
 	}
 	for d := range numBuckets {

@@ -16,9 +16,9 @@ type memScope struct {
 	scope Scope
 	scopeState
 
-	leases  leaseSet          // live lease by Call
-	recent  recentGrants      // the leases granted within tuning.ReorderWindow: Mark.InFlight
-	tickets map[string]Ticket // booked ticket by Call
+	leases  leaseSet     // live lease by Call
+	recent  recentGrants // the leases granted within tuning.ReorderWindow: Mark.InFlight
+	tickets ticketBook   // booked tickets by Call, in their order, by time and by expiry
 
 	failures map[string]failureCount // real failures by Call
 	// lapsed holds the leases that expired or were superseded lately,
@@ -94,7 +94,7 @@ type scopeState struct {
 
 func newMemScope(sc Scope, grace time.Duration) *memScope {
 	return &memScope{
-		scope: sc, leases: newLeaseSet(), tickets: make(map[string]Ticket),
+		scope: sc, leases: newLeaseSet(), tickets: newTicketBook(),
 		failures: make(map[string]failureCount),
 		grace:    grace,
 	}
@@ -106,7 +106,7 @@ func newMemScope(sc Scope, grace time.Duration) *memScope {
 func (m *memScope) clone() *memScope {
 	return &memScope{
 		scope: m.scope, scopeState: m.scopeState,
-		leases: m.leases.clone(), recent: m.recent.clone(), tickets: maps.Clone(m.tickets),
+		leases: m.leases.clone(), recent: m.recent.clone(), tickets: m.tickets.clone(),
 		failures: map[string]failureCount{},
 		grace:    m.grace,
 		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish, past: m.past, lastServed: m.lastServed,
@@ -150,6 +150,7 @@ func (m *memScope) setLimits(l Limits, now time.Time) {
 	first := !m.started
 	m.started = true
 	m.limits = l
+	before := m.budgets
 	m.recompute()
 	if first {
 		m.last = now
@@ -160,6 +161,12 @@ func (m *memScope) setLimits(l Limits, now time.Time) {
 		return
 	}
 	m.clampLevels()
+	for d := range numBuckets {
+		if b, was := m.budgets[d], before[d]; was.Limited && (!b.Limited || b.Rate > was.Rate || b.Capacity > was.Capacity) {
+			m.retimeAll(now) // a larger budget brings every ticket forward
+			return
+		}
+	}
 	m.retime(now)
 }
 
@@ -222,7 +229,6 @@ func (m *memScope) advance(now time.Time) {
 func (m *memScope) reclaim(now time.Time) {
 	var next time.Time
 	freed := false
-	var lapsed []Ticket
 	for call, le := range m.leases.all() {
 		if !now.Before(le.Expires) {
 			m.lapse(call, now)
@@ -233,19 +239,16 @@ func (m *memScope) reclaim(now time.Time) {
 			next = le.Expires
 		}
 	}
-	for call, tk := range m.tickets {
-		if !now.Before(tk.Expires) {
-			// Lapsed: its charge never reached the provider, so it goes
-			// back (a due ticket's claim checks the provider's bucket,
-			// level + booked, so no claim counted on it).
-			m.unbook(call)
-			m.refund(tk.Charges)
-			lapsed = append(lapsed, tk)
-			continue
-		}
-		if next.IsZero() || tk.Expires.Before(next) {
-			next = tk.Expires
-		}
+	lapsed := m.tickets.lapsed(now)
+	for _, tk := range lapsed {
+		// Lapsed: its charge never reached the provider, so it goes back
+		// (a due ticket's claim checks the provider's bucket, level +
+		// booked, so no claim counted on it).
+		m.unbook(tk.Call)
+		m.refund(tk.Charges)
+	}
+	if t := m.tickets.nextExpiry(); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+		next = t
 	}
 	m.nextExp = next
 	m.unplaceAll(lapsed)
@@ -320,7 +323,7 @@ func (m *memScope) dispatched(c Charges) {
 // book takes a ticket's charges now and holds them until the ticket is
 // claimed, lapses or is released.
 func (m *memScope) book(tk Ticket) {
-	if id := (flowID{tk.Class, tk.Key}); len(m.tickets) == 0 {
+	if id := (flowID{tk.Class, tk.Key}); m.tickets.len() == 0 {
 		m.bookedFlow, m.flowsMixed, m.bookedFloor = id, false, tk.Floor
 	} else if id != m.bookedFlow {
 		m.flowsMixed = true
@@ -333,23 +336,22 @@ func (m *memScope) book(tk Ticket) {
 	}
 	m.lastFinish[tk.Rank] = math.Max(m.lastFinish[tk.Rank], tk.Finish)
 	tk.told = tk.At
-	m.tickets[tk.Call] = tk
+	m.tickets.put(tk)
 	m.noteExpiry(tk.Expires)
 }
 
 // unbook drops call's ticket (claimed, lapsed or released) and returns it.
 func (m *memScope) unbook(call string) (Ticket, bool) {
-	tk, ok := m.tickets[call]
+	tk, ok := m.tickets.remove(call)
 	if !ok {
 		return Ticket{}, false
 	}
-	delete(m.tickets, call)
 	m.windowCurrent = false // a ticket from beyond the first may be among them now
 	for d := range numBuckets {
 		m.booked[d] = math.Max(0, m.booked[d]-float64(tk.Charges[d]))
 		m.bookedBy[tk.Rank][d] = math.Max(0, m.bookedBy[tk.Rank][d]-float64(tk.Charges[d]))
 	}
-	if len(m.tickets) == 0 {
+	if m.tickets.len() == 0 {
 		m.lastFinish = [MaxRank + 1]float64{}
 		m.bookedFlow, m.flowsMixed, m.bookedFloor = flowID{}, false, 0
 	}
@@ -364,7 +366,7 @@ func (m *memScope) unbook(call string) (Ticket, bool) {
 // level at or above the floor holds them all there, and a change between
 // two such levels moves no ticket. It is called before the charge.
 func (m *memScope) chargeMovesTickets(delta Charges) bool {
-	if len(m.tickets) == 0 {
+	if m.tickets.len() == 0 {
 		return false
 	}
 	for d := range numBuckets {
@@ -383,7 +385,7 @@ func (m *memScope) chargeMovesTickets(delta Charges) bool {
 // tickets are booked and none of another flow was booked since the scope
 // last had none.
 func (m *memScope) soleFlow(class Class, key string) bool {
-	return len(m.tickets) > 0 && !m.flowsMixed && m.bookedFlow == flowID{class, key}
+	return m.tickets.len() > 0 && !m.flowsMixed && m.bookedFlow == flowID{class, key}
 }
 
 // dailyDenial returns the denial of a request that does not fit today's
@@ -433,11 +435,13 @@ func (m *memScope) fitWait(d int, c, floor, borrow float64, now time.Time) time.
 	}
 	w := waitFor(need, m.rate(d))
 	if c > b.Capacity-(m.booked[d]-borrow)+epsilon {
-		for _, tk := range m.tickets {
-			if tk.Charges[d] > 0 && tk.At.Sub(now) > w {
-				w = tk.At.Sub(now)
+		m.tickets.latest(func(tk Ticket) bool {
+			if tk.Charges[d] == 0 {
+				return true
 			}
-		}
+			w = max(w, tk.At.Sub(now))
+			return false
+		})
 	}
 	return w
 }
@@ -622,7 +626,8 @@ func boundReported(reported, cfg int64) int64 {
 // end of a call) as 0, which bounds it from above only. Booked tickets then follow the new levels (retime). Reset values
 // are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
-	changed := m.lowerLimits(o, now)
+	moved := m.lowerLimits(o, now)
+	raised := false
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if !od.HasRemaining || !m.budgets[d].Limited {
@@ -662,11 +667,16 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		// what a new call may take is the rest.
 		level := bucket - m.booked[d]
 		if math.Abs(level-m.level[d]) > tuning.RetimeMove*m.budgets[d].Capacity {
-			changed = true // tickets move only for a report that moves them more than a trifle
+			// Tickets move only for a report that moves them more than a
+			// trifle.
+			moved, raised = true, raised || level > m.level[d]
 		}
 		m.level[d] = level
 	}
-	if changed {
+	switch {
+	case raised:
+		m.retimeAll(now) // the calls far back whose tickets came well forward are told
+	case moved:
 		m.retime(now)
 	}
 }
@@ -729,7 +739,7 @@ func (m *memScope) snapshot(s Snapshot, now time.Time) Snapshot {
 		s.Leases = append(s.Leases, le)
 	}
 	sort.Slice(s.Leases, func(i, j int) bool { return s.Leases[i].ID < s.Leases[j].ID })
-	for _, tk := range m.tickets {
+	for _, tk := range m.tickets.all() {
 		tk.told = time.Time{}
 		s.Tickets = append(s.Tickets, tk)
 	}

@@ -229,7 +229,7 @@ func (s *MemoryStore) undoProbe(st *memScope, pc probeClaim) {
 
 // admit decides a request that no block stops. It requires st.mu.
 func (s *MemoryStore) admit(st *memScope, req *Request, now time.Time, ttl time.Duration) (Reservation, error) {
-	if tk, ok := st.tickets[req.Call]; ok {
+	if tk, ok := st.tickets.get(req.Call); ok {
 		return s.claimTicket(st, req, tk, now, ttl), nil
 	}
 
@@ -299,12 +299,12 @@ func (s *MemoryStore) admit(st *memScope, req *Request, now time.Time, ttl time.
 			// they follow at once (retime) and it may be due at once;
 			// further back, none of the first moves. The others follow as
 			// they come among the first (beyondFirst).
-			if st.placeOf(req.Call) < tuning.RetimeWindow {
+			if st.tickets.place(req.Call, tuning.RetimeWindow) < tuning.RetimeWindow {
 				st.retime(now)
 			} else {
 				st.retimePending = true
 			}
-			tk := st.tickets[req.Call]
+			tk, _ := st.tickets.get(req.Call)
 			deny.RetryAt = tk.At
 			if _, beyond := st.beyondFirst(req.Call); !beyond && !tk.At.After(now) && st.slotFree(rule.Floor) {
 				return s.grantTicket(st, req, now, ttl), nil
@@ -329,7 +329,7 @@ func (s *MemoryStore) grantTicket(st *memScope, req *Request, now time.Time, ttl
 func (s *MemoryStore) claimTicket(st *memScope, req *Request, tk Ticket, now time.Time, ttl time.Duration) Reservation {
 	end, beyond := st.beyondFirst(req.Call)
 	if (beyond || now.Before(tk.At)) && st.takeOverdue(req.Call, now) {
-		tk = st.tickets[req.Call]
+		tk, _ = st.tickets.get(req.Call)
 		end, beyond = st.beyondFirst(req.Call)
 	}
 	if beyond {
@@ -340,13 +340,13 @@ func (s *MemoryStore) claimTicket(st *memScope, req *Request, tk Ticket, now tim
 		if end.After(tk.told) {
 			tk.told = end
 		}
-		st.tickets[req.Call] = tk
+		st.tickets.put(tk)
 		return Reservation{Now: now, Reason: DenyTicket, RetryAt: tk.told, Booked: true}
 	}
 	deny := Reservation{Now: now, Reason: DenyTicket, RetryAt: tk.At, Booked: true}
 	if now.Before(tk.At) {
 		tk.told = tk.At
-		st.tickets[req.Call] = tk
+		st.tickets.put(tk)
 		return deny
 	}
 	floor := req.EffectiveRule(now).Floor
@@ -354,7 +354,7 @@ func (s *MemoryStore) claimTicket(st *memScope, req *Request, tk Ticket, now tim
 		// A higher class borrowed this ticket's capacity: it moves later.
 		tk.At, tk.Expires = now.Add(w), now.Add(w+s.grace)
 		tk.told = tk.At
-		st.tickets[req.Call] = tk
+		st.tickets.put(tk)
 		st.noteExpiry(tk.Expires)
 		deny.RetryAt = tk.At
 		return deny

@@ -23,18 +23,27 @@ import (
 // told if it moved well forward (broughtForward), as it comes within the
 // window of the head, and no move walks the whole queue. It requires the
 // scope's lock.
-func (m *memScope) retime(now time.Time) {
-	n := tuning.RetimeWindow
-	m.retimePending, m.windowCurrent = len(m.tickets) > n, true
-	if len(m.tickets) == 0 {
+func (m *memScope) retime(now time.Time) { m.retimeFirst(now, tuning.RetimeWindow) }
+
+// retimeAll is retime for every booked ticket. It is for a move that may
+// bring tickets far back well forward, a provider's report of a higher
+// level or a raised limit: their calls sleep until the times they were
+// told, and only a retime that reaches them tells them to come sooner
+// (broughtForward). A release or a refund moves them by one call's
+// charges, which a ticket far back is not told of, and needs no more than
+// retime. It requires the scope's lock.
+func (m *memScope) retimeAll(now time.Time) { m.retimeFirst(now, m.tickets.len()) }
+
+// retimeFirst is retime for the first n tickets. It requires the scope's
+// lock.
+func (m *memScope) retimeFirst(now time.Time, n int) {
+	m.retimePending, m.windowCurrent = m.tickets.len() > n, true
+	if m.tickets.len() == 0 {
 		return
 	}
 	var ahead [numBuckets]float64 // the charges of the tickets due so far
 	var gathered int64            // the tickets due at the gathering's end so far
-	for i, tk := range m.ticketsInOrder() {
-		if i == n {
-			break
-		}
+	for _, tk := range m.tickets.first(n) {
 		fl := tk.Floor
 		var w time.Duration
 		for d := range numBuckets {
@@ -59,7 +68,7 @@ func (m *memScope) retime(now time.Time) {
 		}
 		tk.Expires = m.ticketExpiry(tk)
 		m.noteExpiry(tk.Expires) // it may come earlier than it was
-		m.tickets[tk.Call] = tk
+		m.tickets.put(tk)
 		if broughtForward(tk.told, tk.At, now) {
 			m.announceDue(tk.Call)
 		}
@@ -76,8 +85,7 @@ func (m *memScope) beyondFirst(call string) (time.Time, bool) {
 	if !m.retimePending {
 		return time.Time{}, false
 	}
-	first := m.ticketsInOrder()
-	first = first[:min(len(first), tuning.RetimeWindow)]
+	first := m.tickets.first(tuning.RetimeWindow)
 	for _, tk := range first {
 		if tk.Call == call {
 			return time.Time{}, false
@@ -125,80 +133,50 @@ func (m *memScope) announceDue(call string) {
 // takeOverdue gives call's ticket the place of the earliest ticket of its
 // rank that is OverdueTicket past its time, and moves that one to call's
 // old time (their places in the fair order too); then the tickets are
-// retimed. It reports whether it found one. It requires the scope's lock.
+// retimed. On a retime-pending scope only the first tickets may be
+// overdue: further back a time is kept, not current, and may be early
+// (overdueTickets). It reports whether it found one. It requires the
+// scope's lock.
 func (m *memScope) takeOverdue(call string, now time.Time) bool {
-	mine := m.tickets[call]
-	for _, tk := range m.ticketsByTime() {
-		if tk.At.Add(tuning.OverdueTicket).After(now) {
-			return false // the rest are not overdue either
-		}
-		if tk.Call == call || tk.Rank != mine.Rank {
-			continue // only a ticket of its rank has a place in its order
-		}
-		mine.At, tk.At = tk.At, mine.At
-		mine.Start, tk.Start = tk.Start, mine.Start
-		mine.Finish, tk.Finish = tk.Finish, mine.Finish
-		tk.Expires = m.ticketExpiry(tk)
-		m.noteExpiry(tk.Expires)
-		m.tickets[call], m.tickets[tk.Call] = mine, tk
-		m.retime(now)
-		return true
-	}
-	return false
-}
-
-// ticketsInOrder returns the booked tickets in the order they are due
-// (dueBefore).
-func (m *memScope) ticketsInOrder() []Ticket {
-	order := m.ticketList()
-	sort.Slice(order, func(i, j int) bool { return dueBefore(order[i], order[j]) })
-	return order
-}
-
-// dueBefore reports whether ticket a is due before b in their order:
-// higher ranks first, then by virtual finish (weighted fair queuing), then
-// by call.
-func dueBefore(a, b Ticket) bool {
-	switch {
-	case a.Rank != b.Rank:
-		return a.Rank > b.Rank
-	case a.Finish != b.Finish:
-		return a.Finish < b.Finish
-	}
-	return a.Call < b.Call
-}
-
-// placeOf is how many booked tickets are due before call's in their order.
-func (m *memScope) placeOf(call string) int {
-	mine, n := m.tickets[call], 0
-	for _, tk := range m.tickets {
-		if dueBefore(tk, mine) {
-			n++
-		}
-	}
-	return n
-}
-
-func (m *memScope) ticketList() []Ticket {
-	order := make([]Ticket, 0, len(m.tickets))
-	for _, tk := range m.tickets {
-		order = append(order, tk)
-	}
-	return order
-}
-
-// ticketsByTime returns the booked tickets by time to the microsecond (the
-// Redis store's resolution, so both stores agree on ties), then by call.
-func (m *memScope) ticketsByTime() []Ticket {
-	order := m.ticketList()
-	at := func(tk Ticket) int64 { return micros(time.Duration(tk.At.UnixNano())) }
-	sort.Slice(order, func(i, j int) bool {
-		if a, b := at(order[i]), at(order[j]); a != b {
-			return a < b
-		}
-		return order[i].Call < order[j].Call
+	mine, _ := m.tickets.get(call)
+	var tk Ticket
+	found := false
+	m.eachOverdue(now, func(o Ticket) bool {
+		found = o.Call != call && o.Rank == mine.Rank // only a ticket of its rank has a place in its order
+		tk = o
+		return !found
 	})
-	return order
+	if !found {
+		return false
+	}
+	mine.At, tk.At = tk.At, mine.At
+	mine.Start, tk.Start = tk.Start, mine.Start
+	mine.Finish, tk.Finish = tk.Finish, mine.Finish
+	tk.Expires = m.ticketExpiry(tk)
+	m.noteExpiry(tk.Expires)
+	m.tickets.put(mine)
+	m.tickets.put(tk)
+	m.retime(now)
+	return true
+}
+
+// eachOverdue calls fn with the tickets OverdueTicket or more past their
+// times, the earliest first (then by call), until fn returns false: among
+// every ticket, or only among the first tuning.RetimeWindow of a
+// retime-pending scope.
+func (m *memScope) eachOverdue(now time.Time, fn func(Ticket) bool) {
+	overdue := func(tk Ticket) bool { return !tk.At.Add(tuning.OverdueTicket).After(now) }
+	if !m.retimePending {
+		m.tickets.byTime(func(tk Ticket) bool { return overdue(tk) && fn(tk) })
+		return
+	}
+	first := m.tickets.first(tuning.RetimeWindow)
+	sort.Slice(first, func(i, j int) bool { return timeKeyLess(timeKeyOf(first[i]), timeKeyOf(first[j])) })
+	for _, tk := range first {
+		if !overdue(tk) || !fn(tk) {
+			return
+		}
+	}
 }
 
 // micros is d in microseconds, rounded up: the Redis store's resolution.

@@ -273,6 +273,53 @@ var followCases = []Case{
 		// nothing) for the half second its ticket sat unclaimed.
 		assert.Equal(h.t, time.Second, late.RetryAt.Sub(late.Now), "the call that was away goes next")
 	}},
+	{"EarlyCallerTakesNoPlaceBeyondTheFirst", func(h *harness) {
+		// A debt pushes the first tuning.RetimeWindow tickets back a
+		// minute; those further back keep their earlier times, which
+		// pass. Their times are kept, not current: none of them is
+		// overdue, so a call that comes early for the head ticket is told
+		// its time. (Scripts 5.4 swapped it with one of them, back and
+		// forth at each try, telling it half a minute later each time.)
+		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		start := h.clock.Now()
+		first := h.grant(h.req(l, one()))
+		n := tuning.RetimeWindow + 8
+		booked := make([]capacity.Request, n)
+		for i := range booked {
+			booked[i] = h.req(l, one())
+			booked[i].Book = true
+			h.deny(booked[i]) // due at i+1 s
+		}
+		used := first.Charges
+		used[capacity.Requests] = 61 // a minute of debt (and the request itself)
+		require.NoError(h.t, h.store.Settle(h.ctx, first, used))
+		h.clock.Advance(50 * time.Second) // past every time further back (33–40 s), before the head's (61 s)
+		res := h.deny(booked[0])
+		require.Equal(h.t, capacity.DenyTicket, res.Reason)
+		assert.Equal(h.t, 61*time.Second, res.RetryAt.Sub(start), "told its own time")
+		h.clock.Advance(res.RetryAt.Sub(h.clock.Now()))
+		h.grant(booked[0])
+	}},
+	{"LargerBudgetMovesEveryTicketForward", func(h *harness) {
+		// A raised limit may bring tickets far back well forward: their
+		// calls sleep until the times they were told, so every ticket is
+		// retimed, not only the first tuning.RetimeWindow.
+		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		start := h.clock.Now()
+		h.grant(h.req(l, one()))
+		n := tuning.RetimeWindow + 8
+		booked := make([]capacity.Request, n)
+		for i := range booked {
+			booked[i] = h.req(l, one())
+			booked[i].Book = true
+			h.deny(booked[i]) // due at i+1 s
+		}
+		last := booked[n-1]
+		last.Limits.RequestsPerMinute = 120 // 2/s
+		res := h.deny(last)
+		require.Equal(h.t, capacity.DenyTicket, res.Reason)
+		assert.Equal(h.t, time.Duration(n)*time.Second/2, res.RetryAt.Sub(start), "the last ticket, far back, at the new rate")
+	}},
 	{"RefundKeepsAFlowsTicketsInOrder", func(h *harness) {
 		// A refund moves its flow back in the fair order; the flow's next
 		// booking still goes after the tickets it booked before, when they

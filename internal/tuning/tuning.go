@@ -53,14 +53,16 @@ const GatherSpacing = time.Millisecond
 const AnnounceMove = 10 * time.Millisecond
 
 // RetimeWindow is how many booked tickets, from the head of their order,
-// a retime moves (a release, a refund or debt, a report, a limit change, a
-// 429's pause, a borrow, a booking placed ahead), and a Reserve after it
-// moves again once a ticket left them. The rest keep their times, later or
-// earlier than the budget allows, and are not claimed, until they come
-// that near the head: no move walks the queue, and a move forward is
-// announced only to a ticket whose wait it cuts by a quarter
-// (AnnounceMove), which one call's release or refund does only near the
-// head. (Until scripts 5.5 every move but a release's, a refund's and a
+// a retime moves (a release, a refund or debt, a report of a lower level, a
+// lower limit, a 429's pause, a borrow, a booking placed ahead), and a
+// Reserve after it moves again once a ticket left them. The rest keep their
+// times, later or earlier than the budget allows, and are not claimed,
+// until they come that near the head: none of those moves walks the queue,
+// and a move forward is announced only to a ticket whose wait it cuts by a
+// quarter (AnnounceMove), which one call's release or refund does only near
+// the head. A report of a higher level and a raised limit may bring tickets
+// far back well forward, and retime every ticket so that their calls are
+// told. (Until scripts 5.5 every move but a release's, a refund's and a
 // booking's walked every ticket.)
 const RetimeWindow = 32
 

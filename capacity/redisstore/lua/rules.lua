@@ -438,21 +438,23 @@ function fair.settleFlow(class, key, weight, reserved, final, granted_at)
 end
 
 -- retime moves the first RETIME_WINDOW booked tickets, in their fair order
--- (index.orderFirst), to the time the provider's bucket (level + booked)
--- holds its charges and those of every ticket due before it, above its
--- class's floor: tickets follow the budget. A ticket lapses the ticket
--- grace after its time or, if later, the time its call was last told
--- (memScope.ticketExpiry). The others keep their times: they are not
--- claimed before they are among the first (beyondFirst), and a reserve
--- retimes the first again, once a ticket left them (S.window_current),
--- while there are more (S.retime_pending; memScope.retime).
-local function retime()
-  S.retime_pending = S.tickets > RETIME_WINDOW and 1 or 0
+-- (index.orderFirst), or with all every one of them (index.orderAll: a
+-- report of a higher level, a raised limit; memScope.retimeAll), to the
+-- time the provider's bucket (level + booked) holds its charges and those
+-- of every ticket due before it, above its class's floor: tickets follow
+-- the budget. A ticket lapses the ticket grace after its time or, if
+-- later, the time its call was last told (memScope.ticketExpiry). The
+-- others keep their times: they are not claimed before they are among the
+-- first (beyondFirst), and a reserve retimes the first again, once a
+-- ticket left them (S.window_current), while there are more
+-- (S.retime_pending; memScope.retime).
+local function retime(all)
+  S.retime_pending = (not all and S.tickets > RETIME_WINDOW) and 1 or 0
   S.window_current = 1
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
   local gathered = 0 -- the tickets due at the gathering's end so far
-  for _, e in ipairs(index.orderFirst(RETIME_WINDOW)) do
+  for _, e in ipairs(all and index.orderAll() or index.orderFirst(RETIME_WINDOW)) do
     local c, tk = e[1], e[2]
     do
       local fl, w = tk.floor, 0
@@ -499,27 +501,42 @@ end
 -- takeOverdue gives call c's ticket (mine) the place of the earliest ticket
 -- of its rank OVERDUE_TICKET past its time, and moves that one to c's old
 -- time (their places in the fair order too); then the tickets are retimed.
--- It reports whether it found one (memScope.takeOverdue).
+-- On a retime-pending scope only the first tickets may be overdue: further
+-- back a time is kept, not current, and may be early. It reports whether
+-- it found one (memScope.takeOverdue, eachOverdue).
 local function takeOverdue(c, mine)
   flushTickets()
+  local function swap(id, tk)
+    mine.at, tk.at = tk.at, mine.at
+    mine.start, tk.start = tk.start, mine.start
+    mine.finish, tk.finish = tk.finish, mine.finish
+    tk.expires = max(tk.at, tk.told) + S.ticket_grace
+    putTicket(c, mine)
+    putTicket(id, tk)
+    index.orderPut(c, mine)
+    index.orderPut(id, tk)
+    retime()
+    return true
+  end
+  if S.retime_pending == 1 then
+    local first = index.orderFirst(RETIME_WINDOW)
+    table.sort(first, function(a, b)
+      if a[2].at ~= b[2].at then return a[2].at < b[2].at end
+      return a[1] < b[1]
+    end)
+    for _, e in ipairs(first) do
+      if e[2].at > NOW - OVERDUE_TICKET then return false end -- the rest are not overdue either
+      if e[1] ~= c and e[2].rank == mine.rank then return swap(e[1], e[2]) end
+    end
+    return false
+  end
   local start = 0
   while true do -- the overdue tickets by time, 16 at a time
     local ids = call('ZRANGEBYSCORE', KEYS[K.TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET, 'LIMIT', start, 16)
     if #ids == 0 then return false end
     for _, id in ipairs(ids) do
       local tk = id ~= c and getTicket(id)
-      if tk and tk.rank == mine.rank then
-        mine.at, tk.at = tk.at, mine.at
-        mine.start, tk.start = tk.start, mine.start
-        mine.finish, tk.finish = tk.finish, mine.finish
-        tk.expires = max(tk.at, tk.told) + S.ticket_grace
-        putTicket(c, mine)
-        putTicket(id, tk)
-        index.orderPut(c, mine)
-        index.orderPut(id, tk)
-        retime()
-        return true
-      end
+      if tk and tk.rank == mine.rank then return swap(id, tk) end
     end
     start = start + 16
   end
@@ -554,6 +571,7 @@ local function setLimits(sig)
   S.standard_floor, S.bulk_floor, S.aging_after = m.standard_floor, m.bulk_floor, m.aging_ns / 1000
   local first = S.limits == ''
   S.limits = sig
+  local was = {capacity = S.capacity, rate = S.rate}
   recompute()
   if first then
     S.last = NOW
@@ -562,6 +580,12 @@ local function setLimits(sig)
     return
   end
   clampLevels()
+  for d = 1, NB do
+    if was.capacity[d] > 0 and (S.capacity[d] == 0 or S.rate[d] > was.rate[d] or S.capacity[d] > was.capacity[d]) then
+      retime(true) -- a larger budget brings every ticket forward
+      return
+    end
+  end
   retime()
 end
 
@@ -814,7 +838,7 @@ end
 -- bucket in debt is reported as 0). Booked tickets then follow the new
 -- levels (retime). Reset values are never used as rates.
 local function observe(o)
-  local changed = lowerLimits(o)
+  local moved, raised = lowerLimits(o), false
   local margin = S.margin
   if margin == 0 then margin = DEFAULT_MARGIN end
   local live -- the leases in flight (their marks and charges), read once
@@ -854,11 +878,17 @@ local function observe(o)
       -- The provider's bucket holds what booked tickets will claim: what
       -- a new call may take is the rest.
       local level = bucket - S.booked[d]
-      if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then changed = true end
+      if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then
+        moved, raised = true, raised or level > S.level[d]
+      end
       S.level[d] = level
     end
   end
-  if changed then retime() end
+  if raised then
+    retime(true) -- the calls far back whose tickets came well forward are told
+  elseif moved then
+    retime()
+  end
 end
 
 -- cooldown applies a provider's 429 that pauses the scope for w (µs)

@@ -735,7 +735,7 @@ local function flushTickets()
   TICKETS_DIRTY = {}
 end
 
--- The order the tickets are due in (memScope.ticketsInOrder): higher ranks
+-- The order the tickets are due in (ticketBook.order in Go): higher ranks
 -- first, then by virtual finish (weighted fair queuing), then by call; kept
 -- as a sorted set per rank, KEYS[K.ORDER + rank], of calls by finish (a
 -- sorted set orders equal scores by member, as Go orders them by call).
@@ -748,7 +748,7 @@ function index.orderPut(c, tk)
 end
 
 -- index.place is how many booked tickets are due before call c's, of rank
--- r, in their order (memScope.placeOf).
+-- r, in their order (ticketBook.place in Go).
 function index.place(c, r)
   local n = call('ZRANK', KEYS[K.ORDER + r], c) or 0
   for higher = r + 1, NRANKS - 1 do n = n + call('ZCARD', KEYS[K.ORDER + higher]) end
@@ -769,6 +769,21 @@ function index.orderFirst(k)
         if tk then out[#out + 1] = {c, tk} end
       end
       start = start + #ids
+    end
+  end
+  return out
+end
+
+-- index.orderAll returns the booked tickets as {call, ticket} in the order
+-- they are due, every record read at once (retime of every ticket).
+function index.orderAll()
+  local out = {}
+  if S.tickets == 0 then return out end
+  allTickets() -- every ticket's record in one read
+  for r = NRANKS - 1, 0, -1 do
+    for _, c in ipairs(call('ZRANGE', KEYS[K.ORDER + r], 0, -1)) do
+      local tk = getTicket(c)
+      if tk then out[#out + 1] = {c, tk} end
     end
   end
   return out
