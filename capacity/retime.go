@@ -166,6 +166,11 @@ func (m *memScope) takeOverdue(call string, now time.Time) bool {
 // retime-pending scope.
 func (m *memScope) eachOverdue(now time.Time, fn func(Ticket) bool) {
 	overdue := func(tk Ticket) bool { return !tk.At.Add(tuning.OverdueTicket).After(now) }
+	earliest := false
+	m.tickets.byTime(func(tk Ticket) bool { earliest = overdue(tk); return false })
+	if !earliest {
+		return // no ticket is overdue
+	}
 	if !m.retimePending {
 		m.tickets.byTime(func(tk Ticket) bool { return overdue(tk) && fn(tk) })
 		return

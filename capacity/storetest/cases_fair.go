@@ -448,6 +448,23 @@ var flowCases = []Case{
 		a3 := book("a")
 		assert.InDelta(h.t, h.ticket(b1.Call).Finish, h.ticket(a3.Call).Finish, 1e-6, "a's place is where it was")
 	}},
+	{"IdleScopeStartsAfreshWhenItsLastTicketLapses", func(h *harness) {
+		// The last ticket lapses at the very time of the snapshot: nothing
+		// is booked or in flight any more, so the flows are forgotten. (The
+		// Redis store compared times written with 14 digits, 100 µs apart,
+		// until scripts 5.5, and counted such a ticket as booked.)
+		h.clock.Advance(1234512 * time.Microsecond) // times whose last digits count
+		l := fairLimits()                           // 1,000 tokens a second, 5,000 at once
+		le := h.grant(h.keyed(l, capacity.Fairness{Key: "a"}, tokens(5000, 0)))
+		require.NoError(h.t, h.store.Settle(h.ctx, le, le.Charges))
+		b := h.keyed(l, capacity.Fairness{Key: "b"}, tokens(1000, 0))
+		b.Book = true
+		h.deny(b) // booked; its call never comes back
+		h.clock.Set(h.ticket(b.Call).Expires)
+		snap := h.snap(testScope)
+		assert.Empty(h.t, snap.Tickets)
+		assert.Empty(h.t, snap.Flows)
+	}},
 	{"IdleScopeStartsAfresh", func(h *harness) {
 		// Nothing booked or in flight and every bucket full: no flow is
 		// ahead of another any more, so the flows are forgotten.

@@ -488,14 +488,13 @@ end
 
 -- beyondFirst reports whether call c's ticket is further back in the order
 -- than the first RETIME_WINDOW tickets of a retime-pending scope, and if
--- so the time of the last of them (memScope.beyondFirst).
+-- so the time of the last of them (memScope.beyondFirst). It reads the
+-- order sets and that one ticket, not the first tickets.
 local function beyondFirst(c)
   if S.retime_pending ~= 1 then return false, 0 end
-  local first = index.orderFirst(RETIME_WINDOW)
-  for _, e in ipairs(first) do
-    if e[1] == c then return false, 0 end
-  end
-  return true, first[#first][2].at
+  local tk = getTicket(c)
+  if not tk or index.place(c, tk.rank) < RETIME_WINDOW then return false, 0 end
+  return true, getTicket(index.nth(RETIME_WINDOW - 1)).at
 end
 
 -- takeOverdue gives call c's ticket (mine) the place of the earliest ticket
@@ -517,6 +516,9 @@ local function takeOverdue(c, mine)
     index.orderPut(id, tk)
     retime()
     return true
+  end
+  if #call('ZRANGEBYSCORE', KEYS[K.TICKET_TIMES], '-inf', NOW - OVERDUE_TICKET, 'LIMIT', 0, 1) == 0 then
+    return false -- no ticket is overdue
   end
   if S.retime_pending == 1 then
     local first = index.orderFirst(RETIME_WINDOW)
@@ -613,13 +615,13 @@ local function reclaimLeases()
   -- the sorted set (as reclaimTickets counts tickets), so every slot is
   -- free again.
   if S.lease_key_expiry > 0 and NOW >= S.lease_key_expiry then
-    local live = call('ZCOUNT', KEYS[K.LEASE_EXPIRIES], '(' .. NOW, '+inf') + renewed
+    local live = call('ZCOUNT', KEYS[K.LEASE_EXPIRIES], '(' .. fmt(NOW), '+inf') + renewed
     if S.leases > live then
       dead = dead + S.leases - live
       S.leases = live
     end
   end
-  local first = call('ZRANGEBYSCORE', KEYS[K.LEASE_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local first = call('ZRANGEBYSCORE', KEYS[K.LEASE_EXPIRIES], '(' .. fmt(NOW), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   S.next_lease_expiry = tonumber(first[2]) or 0
   if dead > 0 then
     FREED = FREED + dead
@@ -645,14 +647,14 @@ local function reclaimTickets()
   -- Counted from the sorted set (the live ones: a snapshot removes
   -- nothing), so keys that expired leave no trace.
   flushTickets()
-  S.tickets = call('ZCOUNT', KEYS[K.TICKET_EXPIRIES], '(' .. NOW, '+inf')
+  S.tickets = call('ZCOUNT', KEYS[K.TICKET_EXPIRIES], '(' .. fmt(NOW), '+inf')
   if S.tickets == 0 then
     for d = 1, NB do
       S.booked[d] = 0
       for r = 0, NRANKS - 1 do S.booked_rank[r][d] = 0 end
     end
   end
-  local first = call('ZRANGEBYSCORE', KEYS[K.TICKET_EXPIRIES], '(' .. NOW, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local first = call('ZRANGEBYSCORE', KEYS[K.TICKET_EXPIRIES], '(' .. fmt(NOW), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   S.next_ticket_expiry = tonumber(first[2]) or 0
 end
 

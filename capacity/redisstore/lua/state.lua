@@ -755,6 +755,17 @@ function index.place(c, r)
   return n
 end
 
+-- index.nth returns the call of the booked ticket at place k (from 0) in
+-- their order, or nil if fewer are booked.
+function index.nth(k)
+  for r = NRANKS - 1, 0, -1 do
+    local n = call('ZCARD', KEYS[K.ORDER + r])
+    if k < n then return call('ZRANGE', KEYS[K.ORDER + r], k, k)[1] end
+    k = k - n
+  end
+  return nil
+end
+
 -- index.orderFirst returns the first k booked tickets as {call, ticket},
 -- in the order they are due.
 function index.orderFirst(k)
