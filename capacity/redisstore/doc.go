@@ -74,7 +74,11 @@
 // they are. While both run, a booking may lose its refund's credit in the
 // fair order, a ticket may stay later than the budget allows until it nears
 // the head, and a 5.3 worker may claim a ticket further back at its kept
-// time, which may be early. Grants and the budget are unaffected.
+// time, which may be early. Grants and the budget are unaffected. Scripts
+// 5.5 retime only the first tickets after every move that pushes them back
+// (debt, a lower report or limit, a 429's pause, a borrow), with the state
+// of 5.4; while both run, a 5.4 worker may swap an early call with a
+// ticket further back whose kept time looks overdue.
 //
 // The one exception is the step to format 3 from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,
