@@ -135,7 +135,7 @@ func (m *memScope) announceDue(call string) {
 // old time (their places in the fair order too); then the tickets are
 // retimed. On a retime-pending scope only the first tickets may be
 // overdue: further back a time is kept, not current, and may be early
-// (overdueTickets). It reports whether it found one. It requires the
+// (eachOverdue). It reports whether it found one. It requires the
 // scope's lock.
 func (m *memScope) takeOverdue(call string, now time.Time) bool {
 	mine, _ := m.tickets.get(call)

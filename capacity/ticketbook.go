@@ -8,14 +8,15 @@ import (
 )
 
 // ticketBook holds a scope's booked tickets by call and in three orders:
-// the order they are due in (dueBefore), their times and their expiries.
+// the order they are due in (higher ranks first, then by virtual finish,
+// weighted fair queuing, then by call), their times and their expiries.
 // A decision reads the first tickets, the latest, the overdue or the
 // lapsed ones in O(log n) each, without reading the others, as the Redis
 // store does from its sorted sets. The zero value is not usable: see
 // newTicketBook.
 type ticketBook struct {
 	byCall   map[string]Ticket
-	order    *btree.BTreeG[orderKey] // dueBefore
+	order    *btree.BTreeG[orderKey] // the order they are due in
 	times    *btree.BTreeG[timeKey]  // At (µs, the Redis store's resolution), then Call
 	expiries *btree.BTreeG[timeKey]  // Expires, then Call
 }
