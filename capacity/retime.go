@@ -10,19 +10,19 @@ import (
 // retime moves the first tuning.RetimeWindow booked tickets, in their fair
 // order, to the time the provider's bucket (level + booked) holds its
 // charges and those of every ticket due before it, above its class's floor:
-// tickets follow the budget. A refund, a release or a higher reported level
-// brings them forward; debt, a borrow, a lower reported level or limit, a
-// 429's pause or a booking placed ahead pushes them back. A ticket lapses
-// grace after its time or, if later, the time its call was last told
-// (ticketExpiry).
+// tickets follow the budget. A refund or a release brings them forward;
+// debt, a borrow, a lower reported level or limit, a 429's pause or a
+// booking placed ahead pushes them back (a higher reported level or a
+// raised limit moves every ticket: retimeAll). A ticket lapses grace after
+// its time or, if later, the time its call was last told (ticketExpiry).
 //
 // The tickets further back keep their times, which may be late or early,
 // and the scope is left retime-pending: a ticket further back is not
 // claimed (beyondFirst), and a Reserve retimes the first again once a
 // ticket left them (windowCurrent). A ticket is thus retimed, and its call
 // told if it moved well forward (broughtForward), as it comes within the
-// window of the head, and no move walks the whole queue. It requires the
-// scope's lock.
+// window of the head, and none of those moves walks the whole queue. It
+// requires the scope's lock.
 func (m *memScope) retime(now time.Time) { m.retimeFirst(now, tuning.RetimeWindow) }
 
 // retimeAll is retime for every booked ticket. It is for a move that may
