@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 	"github.com/tollgate-dev/tollgate/internal/tuning"
@@ -17,17 +18,32 @@ import (
 //
 //go:generate go test -run ^TestLuaConstants$ -update .
 
-// stateFormat is the format of a scope's stored state. The format only grows:
-// fields are added, never renamed, reused or given another meaning, so a
-// worker of the next version reads the state of the previous one and an
-// older worker ignores the fields it does not know (see doc.go, Upgrades).
-// A state of another format is refused with an error, never guessed at.
-const stateFormat = 3
+// stateFormat is the format of a scope's stored state: since scripts 6.0,
+// one msgpack map of named fields in the state hash's "packed" field. The
+// format only grows: fields are added, never renamed, reused or given
+// another meaning, so a worker of the next version reads the state of the
+// previous one and an older worker keeps the fields it does not know (see
+// doc.go, Upgrades). A state of another format is refused with an error,
+// never guessed at.
+const stateFormat = 4
+
+// textStateFormat is the format of the state scripts before 6.0 stored: a
+// hash field of text per state field. Scripts 6.0 read it, and keep it up
+// to date beside the packed state for textStateWindow after they last
+// found it written by such a version, so that its workers and these share
+// one budget through a rolling deploy or a rollback.
+const textStateFormat = 3
+
+// textStateWindow is how long a scope (and every new scope of its
+// credential) keeps its text state up to date after a worker of a version
+// before 6.0 last saved it. After it, the state hash says format 4 and such
+// a worker's calls on the scope fail with an error, never a grant.
+const textStateWindow = 24 * time.Hour
 
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
-// rolling deploy with HGETALL. Change it with every change to the scripts.
-const scriptVersion = "5.5"
+// rolling deploy with HGET. Change it with every change to the scripts.
+const scriptVersion = "6.0"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -99,6 +115,8 @@ func luaConstants() []luaConstant {
 	}
 	return []luaConstant{
 		{"STATE_FORMAT", stateFormat, "the format of a stored scope state (constants.go: stateFormat)"},
+		{"TEXT_FORMAT", textStateFormat, "the format of the text state of scripts before 6.0 (constants.go: textStateFormat)"},
+		{"TEXT_STATE_WINDOW", textStateWindow.Microseconds(), "textStateWindow (µs)"},
 		{"SCRIPT_VERSION", scriptVersion, "this version of the scripts (constants.go: scriptVersion)"},
 		{"NB", int(capacity.Tokens) + 1, "per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)"},
 		{"ND", capacity.NumDimensions, "every dimension: 1 .. ND"},
@@ -149,7 +167,7 @@ func luaConstants() []luaConstant {
 			"EPOCH": keyEpoch + 1, "CRED_BLOCK": keyCredBlock + 1, "STATE": keyState + 1, "LEASES": keyLeases + 1,
 			"TICKETS": keyTickets + 1, "TICKET_EXPIRIES": keyTicketExp + 1, "TICKET_TIMES": keyTicketAt + 1,
 			"FLOWS": keyFlows + 1, "KEY_CAPS": keyKeyCaps + 1, "RECENT": keyRecent + 1, "LEASE_MARKS": keyLeaseMarks + 1,
-			"LEASE_EXPIRIES": keyLeaseExpiries + 1, "LAPSED": keyLapsed + 1,
+			"LEASE_EXPIRIES": keyLeaseExpiries + 1, "LAPSED": keyLapsed + 1, "TEXT_UNTIL": keyTextUntil + 1,
 			"ORDER": keyOrder + 1, // rank r's tickets in their order: KEYS[K.ORDER + r]
 		}, "each KEYS index of a scope script, by name (keys.go)"},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},

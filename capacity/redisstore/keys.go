@@ -13,7 +13,8 @@ import (
 //
 //	{P:C}:epoch        the credential's epoch token (no TTL; see package doc)
 //	{P:C}:cb           credential-wide block; TTL: the block's end
-//	{P:C}:state:K             scope state, a hash of named fields; TTL: when the scope stops mattering
+//	{P:C}:text_until   until when new scopes keep a text state too (scripts 6.0; see textStateWindow); TTL: that time
+//	{P:C}:state:K             scope state, a hash: the state packed (msgpack), and its text form for scripts before 6.0; TTL: when the scope stops mattering
 //	{P:C}:leases:K            live leases by call (record lines); TTL: the latest expiry
 //	{P:C}:tickets:K           booked tickets by call (record lines); TTL: at least the latest lapse
 //	{P:C}:ticket_expiries:K   ticket lapse times (sorted set)
@@ -53,6 +54,7 @@ const (
 	keyLeaseMarks    = keyOrder + capacity.MaxRank + 1
 	keyLeaseExpiries = keyLeaseMarks + 1
 	keyLapsed        = keyLeaseExpiries + 1 // added in scripts 5.1
+	keyTextUntil     = keyLapsed + 1        // added in scripts 6.0
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -97,7 +99,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 	for r := range capacity.MaxRank + 1 {
 		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
 	}
-	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k)
+	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k, tag+":text_until")
 	return sk
 }
 

@@ -61,6 +61,7 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":leasemarks:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":lease_expiries:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":lapsed:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":text_until",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
@@ -33,6 +34,7 @@ var previousScripts = []struct {
 	{"5.2", "testdata/scripts-v5.2", false}, // scripts only, no function library
 	{"5.3", "testdata/scripts-v5.3", false}, // a refund retimes every ticket
 	{"5.4", "testdata/scripts-v5.4", false}, // a debt, a report or a limit retimes every ticket
+	{"5.5", "testdata/scripts-v5.5", false}, // the state as text fields, not packed
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
@@ -82,12 +84,19 @@ func rollingUpgrade(t *testing.T, version, dir string, v3Ops bool) {
 	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
 
 	const goroutines, duration = 24, 3 * time.Second
-	deadline := time.Now().Add(duration)
 	var (
 		mu     sync.Mutex
 		leases []mpLease
 		grants [2]int // by version: older, newer
 	)
+	// The older version's workers ran before the deploy: they saved the
+	// scope's state first (a state this version creates is packed only, which
+	// versions before 6.0 refuse: TestTextStateWindow).
+	if le, ok := rollingCall(t, older, goroutines, 0, rand.New(rand.NewPCG(0, 7))); ok {
+		leases = append(leases, le)
+		grants[0]++
+	}
+	deadline := time.Now().Add(duration)
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Add(1)
@@ -253,6 +262,8 @@ func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
 		{"5.1", "testdata/scripts-v5.1", false},
 		{"5.2", "testdata/scripts-v5.2", false},
 		{"5.3", "testdata/scripts-v5.3", false},
+		{"5.4", "testdata/scripts-v5.4", false},
+		{"5.5", "testdata/scripts-v5.5", false},
 	} {
 		t.Run(tt.version, func(t *testing.T) {
 			srv := testenv.StartRedisServer(t, "")
@@ -281,4 +292,83 @@ func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
 			require.Equal(t, tt.rebuild, strings.Contains(stats, "cmdstat_del:"), "a rebuild's DEL:\n%s", stats)
 		})
 	}
+}
+
+// TestTextStateWindow: a state that scripts before 6.0 saved is read from
+// its text, and kept as text too, beside the packed state, for
+// textStateWindow after such a version last saved it, in its scope and in
+// every new scope of its credential: workers of 5.5 and of this version
+// keep one budget. After the window this version drops the text and marks
+// the state format 4, which 5.5 refuses with an error, never a grant; so
+// is a new scope of a credential where no 5.5 worker saved lately.
+func TestTextStateWindow(t *testing.T) {
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	clock := capacitytest.NewManualClock(time.Now())
+	previous, err := loadScripts(os.DirFS("testdata/scripts-v5.5"), ".")
+	require.NoError(t, err)
+	older, err := New(rdb, Options{Prefix: prefix, Clock: clock})
+	require.NoError(t, err)
+	older.scripts = previous
+	newer, err := New(rdb, Options{Prefix: prefix, Clock: clock})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
+	ctx := context.Background()
+	l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: 2 * time.Second} // 2 at once
+	reserve := func(s *Store, sc capacity.Scope, call string) (capacity.Reservation, error) {
+		return s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: call, Attempt: 1, Charges: capacity.Charges{capacity.Requests: 1}})
+	}
+	granted := func(s *Store, sc capacity.Scope, call string) bool {
+		res, err := reserve(s, sc, call)
+		require.NoError(t, err)
+		return res.Granted
+	}
+	stateOf := func(sc capacity.Scope) map[string]string {
+		h, err := rdb.HGetAll(ctx, newer.keysFor(sc).keys[keyState]).Result()
+		require.NoError(t, err)
+		return h
+	}
+
+	// One budget of two requests across both versions.
+	require.True(t, granted(older, keysScope, "a"))
+	require.True(t, granted(newer, keysScope, "b"))
+	st := stateOf(keysScope)
+	require.Equal(t, "3", st["format"], "the text is kept while 5.5 may read it")
+	require.Equal(t, scriptVersion, st["written_by"])
+	require.NotEmpty(t, st["packed"])
+	require.Equal(t, "2", strings.Fields(st["granted"])[0], "the text holds the newer version's grant")
+	require.False(t, granted(older, keysScope, "c"), "the older version sees the newer one's grant")
+	clock.Advance(2 * time.Second)
+	require.True(t, granted(older, keysScope, "d"))
+	require.True(t, granted(newer, keysScope, "e"))
+	require.False(t, granted(newer, keysScope, "f"), "the newer version sees the older one's grant")
+
+	// A new scope of the credential keeps a text state too, within the window.
+	other := keysScope
+	other.LimitGroup = "other"
+	clock.Advance(time.Hour)
+	require.True(t, granted(newer, other, "g"))
+	require.Equal(t, "3", stateOf(other)["format"])
+	require.True(t, granted(older, other, "h"))
+	require.False(t, granted(newer, other, "i"), "one budget in the new scope too")
+
+	// After the window the text is dropped, and 5.5 refuses the state.
+	clock.Advance(textStateWindow)
+	require.True(t, granted(newer, keysScope, "j"))
+	st = stateOf(keysScope)
+	require.Equal(t, "4", st["format"])
+	require.Len(t, st, 3, "packed, written_by and format: the text is gone")
+	res, err := reserve(older, keysScope, "k")
+	require.ErrorContains(t, err, "unknown scope state format")
+	require.False(t, res.Granted)
+	require.True(t, granted(newer, keysScope, "l"), "the newer version goes on")
+
+	// A new scope where no 5.5 worker saved within the window is packed
+	// only, from the start.
+	fresh := keysScope
+	fresh.LimitGroup = "fresh"
+	require.True(t, granted(newer, fresh, "m"))
+	require.Equal(t, "4", stateOf(fresh)["format"])
+	_, err = reserve(older, fresh, "n")
+	require.ErrorContains(t, err, "unknown scope state format")
 }

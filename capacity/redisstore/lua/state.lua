@@ -50,11 +50,11 @@ local LOADED -- the state existed before this call
 -- index.touched lists the ranks whose order set this call added to: they
 -- get the ticket keys' TTL when it saves.
 local index = {}
--- RAW is each stored field as loaded, encoded: a field is decoded when a
--- rule first reads it (load), and saved only if it was read or set and
--- differs from what was decoded (DECODED, a copy), so a decision pays for
--- the fields it uses and writes those it changed.
-local RAW, DECODED
+-- stored holds how the state is stored (Redis only: stored.pack and the
+-- functions after it). stored.loaded is what the state hash held when the
+-- call loaded it: the packed state, and the text fields written_by and
+-- format.
+local stored = {}
 -- Reported to Go in every reply's header.
 local RESET, FREED, PUBLISHED
 -- DUE lists the calls whose tickets came due early (retime), announced when
@@ -84,7 +84,7 @@ local function begin(keys, args)
   BOUND1, BOUND2 = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
   S, EPOCH, CB, LOADED = nil, nil, nil, false
   index.touched = {}
-  RAW, DECODED = {}, {}
+  stored.loaded = {}
   RESET, FREED, PUBLISHED = 0, 0, false
   DUE = {}
   READ_ONLY = false
@@ -207,15 +207,21 @@ end
 
 -- The state ---------------------------------------------------------------
 
--- STATE_SCHEMA is the scope's state, stored as a Redis hash of these names
--- (HGETALL shows it). A field's kind is 'string', 'number', 'bucket' (a
--- number per per-minute dimension), 'dimension' (a number per dimension)
--- 'class_bucket' (a bucket list per class), 'rank' (a number per rank) or
--- 'rank_bucket' (a bucket list per rank); a list is stored as one
--- field, its numbers in dimension (and class) order: level = "50 500 0
--- 1500". A field the hash lacks reads as '' or 0, and a field this
--- version does not know is left as it is: the format only grows. Add
--- fields at the end; never rename or reuse one.
+-- STATE_SCHEMA is the scope's state: a msgpack map of these names, in the
+-- field 'packed' of the state hash (scripts 6.0; packState). A field's kind
+-- is 'string', 'number', 'bucket' (a number per per-minute dimension),
+-- 'dimension' (a number per dimension), 'class_bucket' (a bucket list per
+-- class), 'rank' (a number per rank) or 'rank_bucket' (a bucket list per
+-- rank). A field the state lacks reads as '' or 0 (stored.defaults), and a
+-- field this version does not know is kept as it is: the format only
+-- grows. Add fields at the end; never rename or reuse one.
+--
+-- Scripts before 6.0 stored each field but those marked packed in a hash
+-- field of its own, as text (STATE_FORMAT then was TEXT_FORMAT): a list
+-- is its numbers in dimension (and class) order, level = "50 500 0 1500"
+-- (decodeField, encodeField). This version reads that text when such a
+-- version saved the state last, and keeps it up to date for a while
+-- (save), so that workers of both share one budget.
 local STATE_SCHEMA = {
   {'format', 'number'}, -- STATE_FORMAT
   {'epoch', 'string'}, -- the credential epoch this state belongs to
@@ -264,11 +270,17 @@ local STATE_SCHEMA = {
   {'flows_mixed', 'number'}, -- 1: tickets of several flows booked since none was (memScope.flowsMixed; 5.4)
   {'window_current', 'number'}, -- 1: the first tickets were retimed and none left since (memScope.windowCurrent; 5.4)
   {'booked_floor', 'number'}, -- the highest floor of the tickets booked since none was (memScope.bookedFloor; 5.4)
+  {'text_until', 'number', packed = true}, -- Redis only: the text state is kept up to date until then (6.0)
 }
 
--- STATE_KINDS is each state field's kind, by name.
-local STATE_KINDS = {}
-for i = 1, #STATE_SCHEMA do STATE_KINDS[STATE_SCHEMA[i][1]] = STATE_SCHEMA[i][2] end
+-- STATE_KINDS is each state field's kind, by name; TEXT_KINDS the same
+-- for the fields the text state holds.
+local STATE_KINDS, TEXT_KINDS = {}, {}
+for i = 1, #STATE_SCHEMA do
+  local f = STATE_SCHEMA[i]
+  STATE_KINDS[f[1]] = f[2]
+  if not f.packed then TEXT_KINDS[f[1]] = f[2] end
+end
 
 -- zeros returns a list of n zeros.
 local function zeros(n)
@@ -301,7 +313,7 @@ local function newState()
   return st
 end
 
--- decodeField reads a stored state field of kind.
+-- decodeField reads a text state field of kind.
 local function decodeField(kind, s)
   if kind == 'string' then return s end
   if kind == 'number' then return tonumber(s) or 0 end
@@ -320,7 +332,7 @@ local function decodeField(kind, s)
   return v
 end
 
--- encodeField writes a state field of kind.
+-- encodeField writes a state field of kind as text.
 local function encodeField(kind, v)
   if kind == 'string' then return v end
   if kind == 'number' then return fmt(v) end
@@ -345,13 +357,64 @@ local function copyField(v)
   return c
 end
 
--- sameField reports whether two values of a state field are equal.
-local function sameField(a, b)
-  if type(a) ~= 'table' or type(b) ~= 'table' then return a == b end
-  for k, x in pairs(a) do
-    if not sameField(x, b[k]) then return false end
+-- stored.defaults gives a state the zero value of each field it lacks, as
+-- it is first read (a state an earlier version saved lacks the fields
+-- added since).
+stored.defaults = {__index = function(st, name)
+  local kind = STATE_KINDS[name]
+  if not kind then return nil end
+  local v = newField(kind)
+  rawset(st, name, v)
+  return v
+end}
+
+function stored.withDefaults(st) return setmetatable(st, stored.defaults) end
+
+-- stored.derived are the fields recompute derives at each load: never
+-- stored.
+stored.derived = {capacity = true, rate = true, configured = true}
+
+-- stored.pack returns the state as stored: every field but the derived
+-- ones, those this version does not know included.
+function stored.pack()
+  local out = {}
+  for name, v in pairs(S) do
+    if not stored.derived[name] then out[name] = v end
   end
-  return true
+  return cmsgpack.pack(out)
+end
+
+-- stored.textWriter reports whether version v of the scripts stores the
+-- state as text only: every version before 6.0 (nil: one that recorded
+-- none).
+function stored.textWriter(v)
+  local major = tonumber(string.match(v or '', '^(%d+)%.'))
+  return not major or major < 6
+end
+
+function stored.unknownFormat() error({err = 'tollgate: unknown scope state format'}) end
+
+-- stored.readText reads a state that a version before 6.0 saved last (Redis
+-- only): each field from its text, and the fields only the packed form
+-- holds from the packed state, if one was saved. The text is kept up to
+-- date from now on for TEXT_STATE_WINDOW, in this scope and in every new
+-- one of the credential (save; keyTextUntil).
+function stored.readText()
+  if stored.loaded.format ~= TEXT_FORMAT then stored.unknownFormat() end
+  local st = {}
+  if stored.loaded.packed then
+    for name, v in pairs(cmsgpack.unpack(stored.loaded.packed)) do
+      if not TEXT_KINDS[name] then st[name] = v end
+    end
+  end
+  local all = call('HGETALL', KEYS[K.STATE])
+  for i = 1, #all, 2 do
+    local kind = TEXT_KINDS[all[i]]
+    if kind then st[all[i]] = decodeField(kind, all[i + 1]) end
+  end
+  st.format, st.text_until = STATE_FORMAT, NOW + TEXT_STATE_WINDOW
+  write('SET', KEYS[K.TEXT_UNTIL], fmt(st.text_until), 'PX', fmt(TEXT_STATE_WINDOW / 1000))
+  return stored.withDefaults(st)
 end
 
 -- budgets derives each dimension's capacity and refill rate from the
@@ -398,7 +461,7 @@ end
 -- missing state is created, unless create is false: then load returns
 -- false.
 local function load(create)
-  local v = call('MGET', KEYS[K.EPOCH], KEYS[K.CRED_BLOCK])
+  local v = call('MGET', KEYS[K.EPOCH], KEYS[K.CRED_BLOCK], KEYS[K.TEXT_UNTIL])
   EPOCH = v[1]
   if v[2] then CB = cmsgpack.unpack(v[2]) end
   if not EPOCH and READ_ONLY then return false end
@@ -408,25 +471,19 @@ local function load(create)
     write('SET', KEYS[K.EPOCH], EPOCH)
     RESET = 1
   end
-  local all = call('HGETALL', KEYS[K.STATE])
-  if #all > 0 then
-    for i = 1, #all, 2 do
-      if STATE_KINDS[all[i]] then RAW[all[i]] = all[i + 1] end
+  local h = call('HMGET', KEYS[K.STATE], 'packed', 'written_by', 'format')
+  local got = {packed = h[1] or nil, writer = h[2] or nil, format = tonumber(h[3])}
+  stored.loaded = got
+  if got.packed or got.writer or got.format then
+    if got.format ~= STATE_FORMAT and got.format ~= TEXT_FORMAT then stored.unknownFormat() end
+    if got.packed and not stored.textWriter(got.writer) then
+      S = stored.withDefaults(cmsgpack.unpack(got.packed))
+    else
+      S = stored.readText()
     end
-    S = setmetatable({}, {__index = function(st, name)
-      local kind = STATE_KINDS[name]
-      if not kind then return nil end
-      local field = newField(kind)
-      if RAW[name] then
-        field = decodeField(kind, RAW[name])
-        DECODED[name] = copyField(field)
-      end
-      rawset(st, name, field)
-      return field
-    end})
-    if S.format ~= STATE_FORMAT then error({err = 'tollgate: unknown scope state format'}) end
+    if S.format ~= STATE_FORMAT then stored.unknownFormat() end
     if S.epoch ~= EPOCH then
-      S, RAW, DECODED, RESET = nil, {}, {}, 1
+      S, stored.loaded, RESET = nil, {}, 1
       write('DEL', KEYS[K.STATE])
     end
   end
@@ -439,8 +496,11 @@ local function load(create)
   if not create then return false end
   write('DEL', KEYS[K.LEASES], KEYS[K.TICKETS], KEYS[K.TICKET_EXPIRIES], KEYS[K.TICKET_TIMES], KEYS[K.FLOWS], KEYS[K.KEY_CAPS],
     KEYS[K.RECENT], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
-  S = newState()
+  S = stored.withDefaults(newState())
   S.format, S.epoch = STATE_FORMAT, EPOCH
+  -- While workers of a version before 6.0 share the credential, a new
+  -- scope keeps a text state too.
+  S.text_until = tonumber(v[3]) or 0
   recompute()
   return true
 end
@@ -855,7 +915,7 @@ end
 -- index.keptBy are the versions of the scripts that keep these indexes as
 -- this one does: a state one of them saved last needs no rebuild. A state
 -- of any other version, older or newer (a rollback), is re-indexed.
-index.keptBy = {['5.0'] = true, ['5.1'] = true, ['5.2'] = true, ['5.3'] = true, ['5.4'] = true, [SCRIPT_VERSION] = true}
+index.keptBy = {['5.0'] = true, ['5.1'] = true, ['5.2'] = true, ['5.3'] = true, ['5.4'] = true, ['5.5'] = true, [SCRIPT_VERSION] = true}
 
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
 -- walk over them, when a state saved by a version of the scripts that does
@@ -905,6 +965,39 @@ local function stateExpiry()
   return t
 end
 
+-- stored.save writes the state packed, if it changed, and its version
+-- (Redis only). Until S.text_until it writes the text state too, whole, for
+-- the workers of a version before 6.0 (stored.readText); then, once, it drops the
+-- text and marks the state of this format, which they refuse.
+function stored.save()
+  local was = stored.loaded
+  S.written_by = SCRIPT_VERSION
+  local fields = {}
+  local packed = stored.pack()
+  if packed ~= was.packed then fields[#fields + 1], fields[#fields + 2] = 'packed', packed end
+  if was.writer ~= SCRIPT_VERSION then fields[#fields + 1], fields[#fields + 2] = 'written_by', SCRIPT_VERSION end
+  if S.text_until > NOW then
+    for _, f in ipairs(STATE_SCHEMA) do
+      local name = f[1]
+      if TEXT_KINDS[name] and name ~= 'written_by' then
+        local text = encodeField(f[2], S[name])
+        if name == 'format' then text = TEXT_FORMAT end
+        fields[#fields + 1], fields[#fields + 2] = name, text
+      end
+    end
+  elseif was.format ~= STATE_FORMAT then
+    if was.format == TEXT_FORMAT then
+      local text = {}
+      for name in pairs(TEXT_KINDS) do
+        if name ~= 'format' and name ~= 'written_by' then text[#text + 1] = name end
+      end
+      write('HDEL', KEYS[K.STATE], unpack(text))
+    end
+    fields[#fields + 1], fields[#fields + 2] = 'format', STATE_FORMAT
+  end
+  if #fields > 0 then write('HSET', KEYS[K.STATE], unpack(fields)) end
+end
+
 -- save writes the leases and the fields of the state that changed, and
 -- gives each key its TTL (Redis only). The lease and ticket keys live past
 -- the latest expiry; their TTL is moved whenever a later one arrives.
@@ -928,21 +1021,7 @@ local function save()
   for r in pairs(index.touched) do
     write('PEXPIRE', KEYS[K.ORDER + r], max(1, ceil((S.ticket_key_expiry - NOW) / 1000)))
   end
-  S.written_by = SCRIPT_VERSION
-  local changed = {}
-  for _, f in ipairs(STATE_SCHEMA) do
-    local name, v = f[1], rawget(S, f[1])
-    if v ~= nil and (DECODED[name] == nil or not sameField(v, DECODED[name])) then
-      v = encodeField(f[2], v)
-      DECODED[name] = nil
-      if v ~= RAW[name] then
-        changed[#changed + 1] = name
-        changed[#changed + 1] = v
-        RAW[name] = v
-      end
-    end
-  end
-  if #changed > 0 then write('HSET', KEYS[K.STATE], unpack(changed)) end
+  stored.save()
   local ttl = ceil((stateExpiry() - NOW + SLACK) / 1000)
   write('PEXPIRE', KEYS[K.STATE], ttl)
   -- The fair-queuing keys live as long as the state.
