@@ -46,10 +46,12 @@
 //
 // # Upgrades
 //
-// A scope's state is a Redis hash of named fields (format 3; HGETALL shows
-// it), and leases and tickets are lines of name=value pairs. The formats only
-// grow: a field is added, never renamed, reused or given another meaning; a
-// field the reader does not know is left as it is and one it lacks reads as
+// A scope's state is one msgpack map of named fields (format 4, since
+// scripts 6.0), in the field "packed" of a Redis hash that also names the
+// version that saved it last (written_by) and the format; leases and
+// tickets are lines of name=value pairs. The formats only grow: a field is
+// added, never renamed, reused or given another meaning; a field the reader
+// does not know is kept as it is and one it lacks reads as
 // zero. So workers of two versions share one prefix and one budget during a
 // rolling deploy or a rollback: each reads the state, leases and tickets
 // the other wrote (TestRollingUpgrade runs the previous version's scripts,
@@ -80,7 +82,21 @@
 // of 5.4; while both run, a 5.4 worker may swap an early call with a
 // ticket further back whose kept time looks overdue.
 //
-// The one exception is the step to format 3 from the struct-packed state of
+// Scripts before 6.0 kept each state field in a hash field of its own, as
+// text (format 3). Scripts 6.0 read that text when such a version saved the
+// state last, and from then on keep it up to date, whole, beside the packed
+// state, for a day (textStateWindow) after such a version last saved the
+// scope; a new scope of the same credential keeps it too for as long. So a
+// rolling deploy from 5.x, or a rollback to it within that day, keeps one
+// budget. After the day the text is dropped and the hash says format 4:
+// a 5.x worker's calls on that scope then fail with "unknown scope state
+// format", never a grant. The same holds for a scope that a 6.0 worker
+// creates on a credential where no 5.x worker saved a state within the day
+// (a credential idle when the deploy began): finish the deploy, or let the
+// old workers' failed activities retry on new ones. Writing the text costs a
+// 6.0 worker about what 5.x cost while it lasts (TestTextStateWindow).
+//
+// The one exception is the step to the hash of named fields from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,
 // :l:, ...), so during that one deploy old and new workers hold separate
 // budgets. Lower Limits.SafetyMargin (or the worker count) for its duration,
