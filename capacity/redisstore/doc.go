@@ -91,10 +91,14 @@
 // budget. After the day the text is dropped and the hash says format 4:
 // a 5.x worker's calls on that scope then fail with "unknown scope state
 // format", never a grant. The same holds for a scope that a 6.0 worker
-// creates on a credential where no 5.x worker saved a state within the day
-// (a credential idle when the deploy began): finish the deploy, or let the
-// old workers' failed activities retry on new ones. Writing the text costs a
-// 6.0 worker about what 5.x cost while it lasts (TestTextStateWindow).
+// creates on a credential where no 6.0 worker found a 5.x save within the
+// day (a credential idle when the deploy began): finish the deploy, or let
+// the old workers' failed activities retry on new ones. Store.KeepTextState
+// (the CLI's `tollgate keep-text`) marks every credential to keep the text
+// for as long as asked, from each scope's next save: run it before a
+// deploy from 5.x to rule those refusals out, or before a later rollback.
+// Writing the text costs a 6.0 worker about what 5.x cost while it lasts
+// (TestTextStateWindow).
 //
 // The one exception is the step to the hash of named fields from the struct-packed state of
 // earlier releases: those keep their state under other key names (:s:,

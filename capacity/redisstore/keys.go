@@ -61,6 +61,10 @@ const (
 // scope's state.
 const stateInfix = ":state:"
 
+// textUntilSuffix follows the hash tag in the name of a credential's
+// text_until mark (textStateWindow, Store.KeepTextState).
+const textUntilSuffix = ":text_until"
+
 // scopeKeys are the precomputed names of one scope.
 type scopeKeys struct {
 	scope    capacity.Scope
@@ -99,7 +103,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 	for r := range capacity.MaxRank + 1 {
 		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
 	}
-	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k, tag+":text_until")
+	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k, tag+textUntilSuffix)
 	return sk
 }
 

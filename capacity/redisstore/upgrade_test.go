@@ -371,4 +371,34 @@ func TestTextStateWindow(t *testing.T) {
 	require.Equal(t, "4", stateOf(fresh)["format"])
 	_, err = reserve(older, fresh, "n")
 	require.ErrorContains(t, err, "unknown scope state format")
+
+	// KeepTextState brings the text back for every scope of every
+	// credential, at its next save: 5.5 shares the budget again (a rollback).
+	solo := keysScope
+	solo.Credential = "team/b"
+	require.True(t, granted(newer, solo, "o"))
+	require.Equal(t, "4", stateOf(solo)["format"])
+	_, err = newer.KeepTextState(ctx, 0)
+	require.ErrorIs(t, err, ErrInvalidTextStateFor)
+	n, err := newer.KeepTextState(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "two credentials")
+	clock.Advance(2 * time.Second)
+	for _, sc := range []capacity.Scope{keysScope, fresh, solo} {
+		require.True(t, granted(newer, sc, "p-"+sc.Key()))
+		require.Equal(t, "3", stateOf(sc)["format"], sc.Key())
+	}
+	require.True(t, granted(older, keysScope, "q"))
+	require.False(t, granted(older, keysScope, "r"), "one budget")
+	_, err = reserve(newer, keysScope, "s") // finds 5.5's save: the credential is marked a day
+	require.NoError(t, err)
+
+	// When the mark runs out, a credential where 6.0 found a 5.5 save since
+	// keeps its text a day from then; the other drops it.
+	clock.Advance(time.Hour + 2*time.Second)
+	for _, sc := range []capacity.Scope{fresh, solo} {
+		require.True(t, granted(newer, sc, "t-"+sc.Key()))
+	}
+	require.Equal(t, "3", stateOf(fresh)["format"], "a 5.5 save of this credential was found within the day")
+	require.Equal(t, "4", stateOf(solo)["format"], "the mark ran out")
 }

@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = status(ctx, args[1:], stdout, stderr)
 	case "unblock":
 		err = unblock(ctx, args[1:], stdout, stderr)
+	case "keep-text":
+		err = keepText(ctx, args[1:], stdout, stderr)
 	case "advise":
 		err = advise(ctx, args[1:], stdout, stderr)
 	case "cost":
@@ -98,6 +100,7 @@ func usage(w io.Writer) {
 commands:
   status     live budgets, in-flight leases, booked tickets, blocks, fairness flows and keys of every scope in Redis
   unblock    lift a scope's block (and, with -credential, its credential's) in Redis
+  keep-text  keep every scope's state readable by workers of scripts before 6.0 (a rollback, a deploy from 5.x)
   advise     output learned per scope and call kind against max_tokens, and the TPM oversizing costs
   cost       the cost ledger: tokens and cost per day, scope, tenant and workflow type, from Redis
   simulate   run a workload against limits on a simulated clock and report waits and utilization

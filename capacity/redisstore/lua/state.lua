@@ -487,8 +487,12 @@ local function load(create)
       write('DEL', KEYS[K.STATE])
     end
   end
+  -- While the credential is marked (a 6.0 worker found a state a version
+  -- before 6.0 saved, or KeepTextState), each of its scopes keeps its text.
+  local mark = tonumber(v[3]) or 0
   if S then
     LOADED = true
+    S.text_until = max(S.text_until, mark)
     recompute()
     if not index.keptBy[S.written_by] then index.rebuild() end
     return true
@@ -497,10 +501,7 @@ local function load(create)
   write('DEL', KEYS[K.LEASES], KEYS[K.TICKETS], KEYS[K.TICKET_EXPIRIES], KEYS[K.TICKET_TIMES], KEYS[K.FLOWS], KEYS[K.KEY_CAPS],
     KEYS[K.RECENT], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   S = stored.withDefaults(newState())
-  S.format, S.epoch = STATE_FORMAT, EPOCH
-  -- While workers of a version before 6.0 share the credential, a new
-  -- scope keeps a text state too.
-  S.text_until = tonumber(v[3]) or 0
+  S.format, S.epoch, S.text_until = STATE_FORMAT, EPOCH, mark
   recompute()
   return true
 end
