@@ -274,6 +274,14 @@ func TestOtherStateFormat(t *testing.T) {
 	require.ErrorContains(t, err, "unknown scope state format")
 	require.False(t, res.Granted)
 	require.NotErrorIs(t, err, capacity.ErrStoreUnavailable, "a bad key is not an outage")
+
+	// A packed state that is not a map, or not msgpack at all.
+	for _, packed := range []string{"garbage", "\xde\x00"} {
+		require.NoError(t, rdb.HSet(ctx, s.keysFor(keysScope).keys[keyState], "format", stateFormat, "packed", packed).Err())
+		res, err = reserve("a2")
+		require.Error(t, err, "%q", packed)
+		require.False(t, res.Granted)
+	}
 }
 
 // TestBlockDetailStored: a block's detail is kept as given, but for NUL

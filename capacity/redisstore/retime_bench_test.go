@@ -46,3 +46,40 @@ func BenchmarkRetime(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReportRaises measures the one move that still retimes every
+// booked ticket (decision 0007): with n tickets booked, each iteration
+// reports a provider bucket emptied by another client (a lower level:
+// the first tuning.RetimeWindow tickets move back), then one refilled (a
+// higher level: every ticket moves forward, and the calls far back are
+// told). Its cost grows with n.
+func BenchmarkReportRaises(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
+			s, _ := newTestStore(b, Options{})
+			ctx := context.Background()
+			l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Second} // 1,000 tokens/s
+			sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "raise"}
+			for i := range n + 10 { // the first ten fill the bucket
+				_, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: fmt.Sprint("held-", i), Attempt: 1, Book: true,
+					Charges: capacity.Charges{capacity.Tokens: 100, capacity.InFlight: 1}})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			report := func(remaining int64) capacity.Observation {
+				var o capacity.Observation
+				o.Dims[capacity.Tokens] = capacity.DimensionObservation{HasLimit: true, Limit: 60000, HasRemaining: true, Remaining: remaining}
+				return o
+			}
+			b.ResetTimer()
+			for range b.N {
+				for _, remaining := range []int64{0, 60000} {
+					if err := s.Observe(ctx, sc, report(remaining)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

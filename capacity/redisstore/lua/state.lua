@@ -477,7 +477,9 @@ local function load(create)
   if got.packed or got.writer or got.format then
     if got.format ~= STATE_FORMAT and got.format ~= TEXT_FORMAT then stored.unknownFormat() end
     if got.packed and not stored.textWriter(got.writer) then
-      S = stored.withDefaults(cmsgpack.unpack(got.packed))
+      local st = cmsgpack.unpack(got.packed)
+      if type(st) ~= 'table' then stored.unknownFormat() end
+      S = stored.withDefaults(st)
     else
       S = stored.readText()
     end
