@@ -163,7 +163,7 @@ func (m *memScope) setLimits(l Limits, now time.Time) {
 	m.clampLevels()
 	for d := range numBuckets {
 		if b, was := m.budgets[d], before[d]; was.Limited && (!b.Limited || b.Rate > was.Rate || b.Capacity > was.Capacity) {
-			m.retimeAll(now) // a larger budget brings every ticket forward
+			m.retime(now) // a larger budget brings tickets forward
 			return
 		}
 	}
@@ -627,7 +627,6 @@ func boundReported(reported, cfg int64) int64 {
 // are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
 	moved := m.lowerLimits(o, now)
-	raised := false
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if !od.HasRemaining || !m.budgets[d].Limited {
@@ -669,14 +668,11 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		if math.Abs(level-m.level[d]) > tuning.RetimeMove*m.budgets[d].Capacity {
 			// Tickets move only for a report that moves them more than a
 			// trifle.
-			moved, raised = true, raised || level > m.level[d]
+			moved = true
 		}
 		m.level[d] = level
 	}
-	switch {
-	case raised:
-		m.retimeAll(now) // the calls far back whose tickets came well forward are told
-	case moved:
+	if moved {
 		m.retime(now)
 	}
 }

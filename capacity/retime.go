@@ -10,33 +10,23 @@ import (
 // retime moves the first tuning.RetimeWindow booked tickets, in their fair
 // order, to the time the provider's bucket (level + booked) holds its
 // charges and those of every ticket due before it, above its class's floor:
-// tickets follow the budget. A refund or a release brings them forward;
-// debt, a borrow, a lower reported level or limit, a 429's pause or a
-// booking placed ahead pushes them back (a higher reported level or a
-// raised limit moves every ticket: retimeAll). A ticket lapses grace after
-// its time or, if later, the time its call was last told (ticketExpiry).
+// tickets follow the budget. A refund, a release, a higher reported level
+// or a raised limit brings them forward; debt, a borrow, a lower reported
+// level or limit, a 429's pause or a booking placed ahead pushes them back.
+// A ticket lapses grace after its time or, if later, the time its call was
+// last told (ticketExpiry).
 //
 // The tickets further back keep their times, which may be late or early,
 // and the scope is left retime-pending: a ticket further back is not
 // claimed (beyondFirst), and a Reserve retimes the first again once a
 // ticket left them (windowCurrent). A ticket is thus retimed, and its call
 // told if it moved well forward (broughtForward), as it comes within the
-// window of the head, and none of those moves walks the whole queue. It
-// requires the scope's lock.
-func (m *memScope) retime(now time.Time) { m.retimeFirst(now, tuning.RetimeWindow) }
-
-// retimeAll is retime for every booked ticket. It is for a move that may
-// bring tickets far back well forward, a provider's report of a higher
-// level or a raised limit: their calls sleep until the times they were
-// told, and only a retime that reaches them tells them to come sooner
-// (broughtForward). A release or a refund moves them by one call's
-// charges, which a ticket far back is not told of, and needs no more than
-// retime. It requires the scope's lock.
-func (m *memScope) retimeAll(now time.Time) { m.retimeFirst(now, m.tickets.len()) }
-
-// retimeFirst is retime for the first n tickets. It requires the scope's
-// lock.
-func (m *memScope) retimeFirst(now time.Time, n int) {
+// window of the head, and no move walks the whole queue: a move that
+// brings tickets far back well forward (a higher report, a raised limit)
+// reaches each as it nears the head, and its call, which sleeps until the
+// time it was told, is told then (TicketDue). It requires the scope's lock.
+func (m *memScope) retime(now time.Time) {
+	n := tuning.RetimeWindow
 	m.retimePending, m.windowCurrent = m.tickets.len() > n, true
 	if m.tickets.len() == 0 {
 		return

@@ -80,7 +80,10 @@
 // 5.5 retime only the first tickets after every move that pushes them back
 // (debt, a lower report or limit, a 429's pause, a borrow), with the state
 // of 5.4; while both run, a 5.4 worker may swap an early call with a
-// ticket further back whose kept time looks overdue.
+// ticket further back whose kept time looks overdue. Scripts 6.0 retime only
+// the first tickets after a report of a higher level or a raised limit too:
+// while 5.x and 6.0 both run, a ticket further back stays later than the
+// budget allows until it nears the head, as after a refund.
 //
 // Scripts before 6.0 kept each state field in a hash field of its own, as
 // text (format 3). Scripts 6.0 read that text when such a version saved the

@@ -47,12 +47,11 @@ func BenchmarkRetime(b *testing.B) {
 	}
 }
 
-// BenchmarkReportRaises measures the one move that still retimes every
-// booked ticket (decision 0007): with n tickets booked, each iteration
-// reports a provider bucket emptied by another client (a lower level:
-// the first tuning.RetimeWindow tickets move back), then one refilled (a
-// higher level: every ticket moves forward, and the calls far back are
-// told). Its cost grows with n.
+// BenchmarkReportRaises measures reports that move the level: with n
+// tickets booked, each iteration reports a provider bucket emptied by
+// another client (a lower level: the first tuning.RetimeWindow tickets
+// move back), then one refilled (a higher level: they move forward; until
+// scripts 6.0 every ticket did, and the cost grew with n).
 func BenchmarkReportRaises(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {

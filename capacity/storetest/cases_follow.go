@@ -300,10 +300,12 @@ var followCases = []Case{
 		h.clock.Advance(res.RetryAt.Sub(h.clock.Now()))
 		h.grant(booked[0])
 	}},
-	{"LargerBudgetMovesEveryTicketForward", func(h *harness) {
-		// A raised limit may bring tickets far back well forward: their
-		// calls sleep until the times they were told, so every ticket is
-		// retimed, not only the first tuning.RetimeWindow.
+	{"LargerBudgetMovesTicketsBeyondTheFirstAsTheyNearTheHead", func(h *harness) {
+		// A raised limit moves the first tuning.RetimeWindow tickets
+		// forward at once; a ticket further back keeps its time until it
+		// comes among them, then moves too (its call, which sleeps until
+		// the time it was told, is told then: TicketDue). No move walks
+		// every ticket.
 		l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
 		start := h.clock.Now()
 		h.grant(h.req(l, one()))
@@ -312,13 +314,22 @@ var followCases = []Case{
 		for i := range booked {
 			booked[i] = h.req(l, one())
 			booked[i].Book = true
-			h.deny(booked[i]) // due at i+1 s
+			h.deny(booked[i])                        // due at i+1 s
+			booked[i].Limits.RequestsPerMinute = 120 // 2/s from now on
 		}
-		last := booked[n-1]
-		last.Limits.RequestsPerMinute = 120 // 2/s
-		res := h.deny(last)
-		require.Equal(h.t, capacity.DenyTicket, res.Reason)
-		assert.Equal(h.t, time.Duration(n)*time.Second/2, res.RetryAt.Sub(start), "the last ticket, far back, at the new rate")
+		due := func(r capacity.Request) time.Duration {
+			res := h.deny(r)
+			require.Equal(h.t, capacity.DenyTicket, res.Reason)
+			return res.RetryAt.Sub(start)
+		}
+		last, inside := booked[n-1], booked[tuning.RetimeWindow-1]
+		assert.Equal(h.t, time.Duration(n)*time.Second, due(last), "a ticket further back keeps its time at first")
+		assert.Equal(h.t, time.Duration(tuning.RetimeWindow)*time.Second/2, due(inside), "the last of the first, at the new rate")
+		for i := 0; i+tuning.RetimeWindow < n; i++ {
+			h.clock.Advance(start.Add(time.Duration(i+1) * time.Second / 2).Sub(h.clock.Now()))
+			h.grant(booked[i])
+		}
+		assert.Equal(h.t, time.Duration(n)*time.Second/2, due(last), "the last ticket, at the new rate, as it neared the head")
 	}},
 	{"RefundKeepsAFlowsTicketsInOrder", func(h *harness) {
 		// A refund moves its flow back in the fair order; the flow's next

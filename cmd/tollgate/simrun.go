@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -192,11 +193,19 @@ type simCallState struct {
 	lease    capacity.Lease
 	final    capacity.Charges // what the provider charges when it answers
 	reported capacity.Observation
+	// next is the seq of the call's pending return (an evReserve of
+	// another seq was overtaken by an announcement: skipped); due, while
+	// it holds a ticket, is closed when the store announces the ticket
+	// came forward (capacity.TicketNotifier), as the gate's wait listens.
+	next      int
+	due       <-chan struct{}
+	cancelDue func()
 }
 
 // runSimulation plays the workload through a MemoryStore on a simulated
 // clock, as the gate would (a denied call books a ticket and comes back at
-// its time; a 429 blocks the scope for the provider's wait), against a
+// its time, or at once when the store announces the ticket came forward:
+// TicketDue; a 429 blocks the scope for the provider's wait), against a
 // simulated provider that meters the limits themselves, and measures waits,
 // utilization and what the provider had left. It is deterministic.
 func runSimulation(c simConfig) (simReport, error) {
@@ -257,11 +266,28 @@ func runSimulation(c simConfig) (simReport, error) {
 
 	q := &simEvents{}
 	seq := 0
+	states := make([]simCallState, len(calls))
 	push := func(at time.Time, call int, kind simEventKind) {
 		heap.Push(q, simEvent{at: at, seq: seq, call: call, kind: kind})
+		if kind == evReserve {
+			states[call].next = seq
+		}
 		seq++
 	}
-	states := make([]simCallState, len(calls))
+	// listening are the calls whose tickets the store may announce;
+	// announced brings each announced one back at once.
+	listening := map[int]bool{}
+	announced := func(now time.Time) {
+		for _, i := range slices.Sorted(maps.Keys(listening)) { // deterministic
+			select {
+			case <-states[i].due:
+				states[i].cancelDue()
+				delete(listening, i)
+				push(now, i, evReserve)
+			default:
+			}
+		}
+	}
 	var maxLatency time.Duration
 	for i, call := range calls {
 		lat := call.Latency
@@ -345,9 +371,12 @@ func runSimulation(c simConfig) (simReport, error) {
 		if now.Sub(simStart) > simMaxTime {
 			return r, fmt.Errorf("the simulation ran past %v of simulated time with %d calls left: a block or cap that never lifts?", simMaxTime, q.Len()+1)
 		}
+		st := &states[ev.call]
+		if ev.kind == evReserve && ev.seq != st.next {
+			continue // an announcement brought it back earlier
+		}
 		clock.Set(now)
 		sample(now)
-		st := &states[ev.call]
 		if ev.kind == evDone {
 			prov.answer(now, st.final, settlesOutput)
 			if err := store.Settle(ctx, st.lease, st.final); err != nil {
@@ -358,6 +387,7 @@ func runSimulation(c simConfig) (simReport, error) {
 					return r, err
 				}
 			}
+			announced(now)
 			charged = charged.Add(st.final)
 			inFlight--
 			lastDone = now
@@ -380,7 +410,12 @@ func runSimulation(c simConfig) (simReport, error) {
 		if st.call.Deadline > 0 {
 			req.Deadline = st.arrival.Add(st.call.Deadline)
 		}
+		if st.cancelDue != nil && listening[ev.call] {
+			st.cancelDue()
+			delete(listening, ev.call)
+		}
 		res, err := store.Reserve(ctx, req)
+		announced(now)
 		if errors.Is(err, capacity.ErrDemandTooLarge) {
 			tooLarge = err
 			refuse(st, "too_large")
@@ -440,6 +475,10 @@ func runSimulation(c simConfig) (simReport, error) {
 			}
 			if res.Reason == capacity.DenyCapacity {
 				binding[res.Binding]++
+			}
+			if res.Booked {
+				st.due, st.cancelDue = store.TicketDue(scope, req.Call)
+				listening[ev.call] = true
 			}
 			push(now.Add(simRetry(res, now)), ev.call, evReserve)
 		}

@@ -138,6 +138,7 @@ func TestSimulateProvider(t *testing.T) {
 	assert.Zero(t, r.RateLimited)
 	// 750,000 tokens at 2,500 a second, less the provider's full minute
 	// (150,000), plus the last call's 2 s.
+	t.Logf("with headers: makespan %v, the provider's bucket used %.2f%%, its lowest tokens %.3f", time.Duration(r.Makespan), 100*r.ProviderUtilization, r.ProviderMinFraction["tokens"])
 	assert.InEpsilon(t, 242, time.Duration(r.Makespan).Seconds(), 0.02)
 	assert.Less(t, r.ProviderMinFraction["tokens"], 0.05, "the provider's bucket is used to the bottom")
 	assert.Greater(t, r.ProviderUtilization, 0.97)

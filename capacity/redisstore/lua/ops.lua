@@ -25,8 +25,7 @@
 -- A retime moves only the first RETIME_WINDOW tickets in their order
 -- (rules.lua: retime); each other ticket keeps its time until a reserve
 -- finds it among the first (S.retime_pending, S.window_current), so that no
--- operation walks the queue but a report of a higher level and a raised
--- limit, which retime every ticket (retime(true)). A release, or a settle that refunds, does not
+-- operation walks the queue. A release, or a settle that refunds, does not
 -- retime the tickets itself: it can only bring them forward, so they are
 -- retimed once, before the batch's next reserve or observe, or a settle
 -- that pushes them back, or at its end. retime derives every ticket's time

@@ -438,9 +438,7 @@ function fair.settleFlow(class, key, weight, reserved, final, granted_at)
 end
 
 -- retime moves the first RETIME_WINDOW booked tickets, in their fair order
--- (index.orderFirst), or with all every one of them (index.orderAll: a
--- report of a higher level, a raised limit; memScope.retimeAll), to the
--- time the provider's bucket (level + booked) holds its charges and those
+-- (index.orderFirst), to the time the provider's bucket (level + booked) holds its charges and those
 -- of every ticket due before it, above its class's floor: tickets follow
 -- the budget. A ticket lapses the ticket grace after its time or, if
 -- later, the time its call was last told (memScope.ticketExpiry). The
@@ -448,13 +446,13 @@ end
 -- first (beyondFirst), and a reserve retimes the first again, once a
 -- ticket left them (S.window_current), while there are more
 -- (S.retime_pending; memScope.retime).
-local function retime(all)
-  S.retime_pending = (not all and S.tickets > RETIME_WINDOW) and 1 or 0
+local function retime()
+  S.retime_pending = S.tickets > RETIME_WINDOW and 1 or 0
   S.window_current = 1
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
   local gathered = 0 -- the tickets due at the gathering's end so far
-  for _, e in ipairs(all and index.orderAll() or index.orderFirst(RETIME_WINDOW)) do
+  for _, e in ipairs(index.orderFirst(RETIME_WINDOW)) do
     local c, tk = e[1], e[2]
     do
       local fl, w = tk.floor, 0
@@ -584,7 +582,7 @@ local function setLimits(sig)
   clampLevels()
   for d = 1, NB do
     if was.capacity[d] > 0 and (S.capacity[d] == 0 or S.rate[d] > was.rate[d] or S.capacity[d] > was.capacity[d]) then
-      retime(true) -- a larger budget brings every ticket forward
+      retime() -- a larger budget brings tickets forward
       return
     end
   end
@@ -840,7 +838,7 @@ end
 -- bucket in debt is reported as 0). Booked tickets then follow the new
 -- levels (retime). Reset values are never used as rates.
 local function observe(o)
-  local moved, raised = lowerLimits(o), false
+  local moved = lowerLimits(o)
   local margin = S.margin
   if margin == 0 then margin = DEFAULT_MARGIN end
   local live -- the leases in flight (their marks and charges), read once
@@ -881,16 +879,12 @@ local function observe(o)
       -- a new call may take is the rest.
       local level = bucket - S.booked[d]
       if math.abs(level - S.level[d]) > RETIME_MOVE * S.capacity[d] then
-        moved, raised = true, raised or level > S.level[d]
+        moved = true
       end
       S.level[d] = level
     end
   end
-  if raised then
-    retime(true) -- the calls far back whose tickets came well forward are told
-  elseif moved then
-    retime()
-  end
+  if moved then retime() end
 end
 
 -- cooldown applies a provider's 429 that pauses the scope for w (µs)

@@ -739,7 +739,7 @@ local function flowID(class, key) return class .. '/' .. key end
 -- (their lapse times and times), read and written through a cache:
 -- TICKETS[call] is the ticket, or false for none; TICKETS_DIRTY lists the
 -- calls to write (flushTickets), at the latest when the script saves, so a
--- batch that retimes every ticket several times writes each once.
+-- batch that retimes the first tickets several times writes each once.
 -- ALL_TICKETS says the whole hash is in the cache (allTickets).
 local TICKETS, TICKETS_DIRTY, ALL_TICKETS
 resets[#resets + 1] = function() TICKETS, TICKETS_DIRTY, ALL_TICKETS = {}, {}, false end
@@ -843,21 +843,6 @@ function index.orderFirst(k)
         if tk then out[#out + 1] = {c, tk} end
       end
       start = start + #ids
-    end
-  end
-  return out
-end
-
--- index.orderAll returns the booked tickets as {call, ticket} in the order
--- they are due, every record read at once (retime of every ticket).
-function index.orderAll()
-  local out = {}
-  if S.tickets == 0 then return out end
-  allTickets() -- every ticket's record in one read
-  for r = NRANKS - 1, 0, -1 do
-    for _, c in ipairs(call('ZRANGE', KEYS[K.ORDER + r], 0, -1)) do
-      local tk = getTicket(c)
-      if tk then out[#out + 1] = {c, tk} end
     end
   end
   return out
