@@ -68,9 +68,10 @@ func blockOut(b capacity.Block, left time.Duration) *memberOut {
 }
 
 // choose picks the member of g's pool this attempt goes on and makes its
-// scope and limits g's. From every member's snapshot (read-only, in
-// parallel) it skips the members out of the pool and those paused; a call
-// that holds a ticket on a member that can serve it keeps its place there.
+// scope and limits g's. From every member's summary (readSummary:
+// read-only, in parallel) it skips the members out of the pool and those
+// paused; a call that holds a ticket on a member that can serve it keeps
+// its place there.
 // Else it asks the others for the call without booking, the least used
 // first (random among equals), and keeps the first grant: granted is true
 // and res is the reservation. With no grant it picks the member with the
@@ -80,18 +81,18 @@ func blockOut(b capacity.Block, left time.Duration) *memberOut {
 // (poolExhausted); a store error is returned as it is.
 func (g *gatedCall) choose(ctx context.Context) (res capacity.Reservation, granted bool, err error) {
 	p := g.pool
-	snaps := make([]capacity.Snapshot, len(p.members))
+	sums := make([]capacity.Summary, len(p.members))
 	errs := make([]error, len(p.members))
 	var wg sync.WaitGroup
 	for i, m := range p.members {
-		wg.Go(func() { snaps[i], errs[i] = g.opts.Store.Snapshot(ctx, m.scope) })
+		wg.Go(func() { sums[i], errs[i] = readSummary(ctx, g.opts.Store, m.scope, g.id) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return res, false, err
 	}
 	for i, m := range p.members {
-		m.read(snaps[i], g.id)
+		m.read(sums[i])
 		m.tie = g.opts.Rand()
 	}
 	for _, m := range p.members {
@@ -141,18 +142,27 @@ func (g *gatedCall) choose(ctx context.Context) (res capacity.Reservation, grant
 
 // read takes what the member's snapshot says for call: out, paused, how
 // used, and whether call holds a ticket on it.
-func (m *member) read(s capacity.Snapshot, call string) {
-	m.out, m.wait, m.ticket = nil, s.Paused(), false
+func (m *member) read(s capacity.Summary) {
+	m.out, m.wait, m.ticket = nil, s.Paused(), s.HoldsTicket
 	m.paused = m.wait > 0
 	m.used = s.Used()
 	if b, ok := s.OutBlock(); ok {
 		m.out = blockOut(b, b.Until.Sub(s.Now))
 	}
-	for _, tk := range s.Tickets {
-		if tk.Call == call {
-			m.ticket = true
-		}
+}
+
+// readSummary reads sc's summary for call from store: its own where it is
+// a capacity.Summarizer (in Redis a read that does not grow with the calls
+// waiting), else from its snapshot.
+func readSummary(ctx context.Context, store capacity.Store, sc capacity.Scope, call string) (capacity.Summary, error) {
+	if s, ok := store.(capacity.Summarizer); ok {
+		return s.Summary(ctx, sc, call)
 	}
+	snap, err := store.Snapshot(ctx, sc)
+	if err != nil {
+		return capacity.Summary{}, err
+	}
+	return snap.Summary(call), nil
 }
 
 // denied takes what a denial without booking says of the member.

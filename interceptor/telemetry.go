@@ -284,7 +284,7 @@ func (t *telemetry) updateGauges(ctx context.Context) {
 			return false
 		}
 		sc, h := k.(capacity.Scope), v.(client.MetricsHandler)
-		snap, err := t.store.Snapshot(ctx, sc)
+		snap, err := readSummary(ctx, t.store, sc, "")
 		if err != nil {
 			return true
 		}
@@ -293,7 +293,7 @@ func (t *telemetry) updateGauges(ctx context.Context) {
 				h.WithTags(map[string]string{"scope": sc.Key(), "dimension": d.String()}).Gauge(metricBudgetLevel).Update(snap.Level[d])
 			}
 		}
-		h.WithTags(map[string]string{"scope": sc.Key()}).Gauge(metricInFlight).Update(float64(len(snap.Leases)))
+		h.WithTags(map[string]string{"scope": sc.Key()}).Gauge(metricInFlight).Update(float64(snap.InFlight))
 		return true
 	})
 }

@@ -82,3 +82,40 @@ func BenchmarkReportRaises(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSnapshot measures Store.Snapshot and Store.Summary of a scope
+// with n tickets booked and ten leases in flight. A snapshot lists every
+// lease and ticket, so its cost grows with n; a summary (what a pooled
+// call reads of each member on every attempt, and the budget gauges of
+// each MetricsInterval) does not.
+func BenchmarkSnapshot(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		s, _ := newTestStore(b, Options{})
+		ctx := context.Background()
+		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Second} // 1,000 tokens/s
+		sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "snapshot"}
+		for i := range n + 10 { // the first ten fill the bucket
+			_, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: fmt.Sprint("held-", i), Attempt: 1, Book: true,
+				Charges: capacity.Charges{capacity.Tokens: 100, capacity.InFlight: 1}})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("snapshot,tickets=%d", n), func(b *testing.B) {
+			for range b.N {
+				snap, err := s.Snapshot(ctx, sc)
+				if err != nil || len(snap.Tickets) != n {
+					b.Fatal(err, len(snap.Tickets))
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("summary,tickets=%d", n), func(b *testing.B) {
+			for range b.N {
+				sum, err := s.Summary(ctx, sc, "held-15")
+				if err != nil || sum.Booked != n || !sum.HoldsTicket {
+					b.Fatal(err, sum.Booked, sum.HoldsTicket)
+				}
+			}
+		})
+	}
+}

@@ -10,31 +10,51 @@ import (
 )
 
 // Snapshot implements capacity.Store. It reclaims expired leases and lapsed
-// tickets on the way, as every script does.
+// tickets on the way, as every script does. It lists every lease and
+// ticket: Summary reads the rest without them.
 func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snapshot, error) {
+	sum, err := s.snapshot(ctx, sc, false, "")
+	return sum.Snapshot, err
+}
+
+// Summary implements capacity.Summarizer: Snapshot without the lists, at a
+// cost that does not grow with the leases in flight and the tickets booked
+// (BenchmarkSnapshot).
+func (s *Store) Summary(ctx context.Context, sc capacity.Scope, call string) (capacity.Summary, error) {
+	return s.snapshot(ctx, sc, true, call)
+}
+
+// snapshot is Snapshot, or with summary Summary for call.
+func (s *Store) snapshot(ctx context.Context, sc capacity.Scope, summary bool, call string) (capacity.Summary, error) {
 	if err := ctx.Err(); err != nil {
-		return capacity.Snapshot{}, err
+		return capacity.Summary{}, err
 	}
 	if err := sc.Validate(); err != nil {
-		return capacity.Snapshot{}, err
+		return capacity.Summary{}, err
 	}
 	if err := s.down("snapshot"); err != nil {
-		return capacity.Snapshot{}, err
+		return capacity.Summary{}, err
 	}
 	k := s.keysFor(sc)
 	b1, b2 := s.knownBounds(k)
-	// Reading a scope never changes it: read-only where the scripts say so.
-	r, h, err := s.runWith(ctx, "snapshot", s.scripts.snapshot, s.scripts.readOnlySnapshot, k, s.commonArgs(k, b1, b2, 0))
-	if err != nil {
-		return capacity.Snapshot{}, err
+	args := s.commonArgs(k, b1, b2, 2)
+	if summary {
+		args = append(args, "summary", call)
 	}
-	snap := capacity.Snapshot{Scope: sc, Now: h.now}
+	// Reading a scope never changes it: read-only where the scripts say so.
+	r, h, err := s.runWith(ctx, "snapshot", s.scripts.snapshot, s.scripts.readOnlySnapshot, k, args)
+	if err != nil {
+		return capacity.Summary{}, err
+	}
+	sum := capacity.Summary{}
+	snap := &sum.Snapshot
+	snap.Scope, snap.Now = sc, h.now
 	if cb := r.sub(); cb.more() {
 		snap.Blocks = append(snap.Blocks, cb.block())
 		r.check(cb)
 	}
 	if h.kind == "none" {
-		return snap, r.err
+		return sum, r.err
 	}
 	sig := r.str()
 	snap.DayResetAt = r.time()
@@ -73,12 +93,19 @@ func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snaps
 		r.check(sb)
 	}
 	snap.Flows, snap.Keys = r.fair()
+	if summary {
+		counts := r.sub()
+		sum.InFlight, sum.Booked, sum.HoldsTicket = int(counts.int()), int(counts.int()), counts.int() == 1
+		r.check(counts)
+	} else {
+		sum.InFlight, sum.Booked = len(snap.Leases), len(snap.Tickets)
+	}
 	if r.err != nil {
-		return capacity.Snapshot{}, r.err
+		return capacity.Summary{}, r.err
 	}
 	limits, err := s.limitsOf(sig)
 	if err != nil {
-		return capacity.Snapshot{}, err
+		return capacity.Summary{}, err
 	}
 	snap.Limits = limits
 	if snap.DayResetAt.IsZero() && sig != "" {
@@ -91,7 +118,7 @@ func (s *Store) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snaps
 		}
 		return snap.Tickets[i].Call < snap.Tickets[j].Call
 	})
-	return snap, nil
+	return sum, nil
 }
 
 // fair reads the flows, the ranks' virtual times and the key caps of a

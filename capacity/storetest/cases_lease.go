@@ -35,6 +35,39 @@ var leaseCases = []Case{
 		_, err := h.store.Reserve(h.ctx, r)
 		assert.ErrorIs(h.t, err, capacity.ErrStaleAttempt)
 	}},
+	{"SummaryIsTheSnapshotWithoutItsLists", func(h *harness) {
+		// A Summarizer reads what Snapshot does but the lists: how many
+		// leases and tickets, and whether one call holds a ticket.
+		sum, ok := h.store.(capacity.Summarizer)
+		if !ok {
+			h.t.Skip("the store reads no summary")
+		}
+		l := capacity.Limits{RequestsPerMinute: 60, MaxInFlight: 5, SafetyMargin: 1, Burst: time.Second} // 1/s, capacity 1
+		h.grant(h.req(l, one()))
+		booked := h.req(l, one())
+		booked.Book = true
+		h.deny(booked)
+		require.NoError(h.t, h.store.Block(h.ctx, testScope, capacity.Block{Reason: capacity.Cooldown, Until: h.clock.Now().Add(time.Minute)}))
+		snap := h.snap(testScope)
+		for _, tt := range []struct {
+			call  string
+			holds bool
+		}{{booked.Call, true}, {"another", false}, {"", false}} {
+			got, err := sum.Summary(h.ctx, testScope, tt.call)
+			require.NoError(h.t, err)
+			assert.Equal(h.t, tt.holds, got.HoldsTicket, "call %q", tt.call)
+			assert.Equal(h.t, 1, got.InFlight)
+			assert.Equal(h.t, 1, got.Booked)
+			assert.Equal(h.t, snap.Summary(tt.call), got, "call %q", tt.call)
+			assert.Empty(h.t, got.Leases)
+			assert.Empty(h.t, got.Tickets)
+		}
+		other := testScope
+		other.LimitGroup = "none-yet"
+		got, err := sum.Summary(h.ctx, other, "")
+		require.NoError(h.t, err)
+		assert.Zero(h.t, got.InFlight+got.Booked, "a scope without state")
+	}},
 	{"InFlightCap", func(h *harness) {
 		l := rpm(600)
 		l.MaxInFlight = 2

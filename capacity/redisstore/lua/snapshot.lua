@@ -8,6 +8,10 @@
 --   scope block, flows {{class/key, "rank finish granted"}...}, the virtual
 --   time of each rank, keys {{key, "frac last day_used day_end share x NB"}...}
 --   (each key's counters refreshed to now with its last share).
+-- ARGV from 6: 'summary' for a summary (Store.Summary), then a call: the
+-- leases, tickets, flows and keys are left empty, and a last element is
+-- {leases in flight, tickets booked, 1 if the call holds a ticket else 0},
+-- so that its cost does not grow with them.
 
 -- This file's locals are a block's (do ... end, not indented): in the
 -- function library the next file's start where they end, and a Lua
@@ -40,6 +44,13 @@ function entries.snapshot(keys, args)
     if d == REQUESTS_PER_DAY or d == TOKENS_PER_DAY then level[d] = fmt(cap - S.day_used[d]) end
   end
   out[9], out[10] = budget, level
+  if ARGV[6] == 'summary' then
+    local tk = ARGV[7] ~= '' and getTicket(ARGV[7])
+    out[11], out[12], out[14], out[15], out[16] = {}, {}, {}, {}, {}
+    out[13] = activeBlock() and blockReply() or {}
+    out[17] = {S.leases, S.tickets, (tk and tk.expires > NOW) and 1 or 0}
+    return out
+  end
   local leases, tickets = {}, {}
   for c, le in pairs(allLeases()) do leases[#leases + 1] = {c, encodeRecord(le, LEASE_FIELDS)} end
   for _, e in ipairs(allTickets()) do
