@@ -22,7 +22,9 @@ import (
 //	{P:C}:ended:K             leases settled or released lately (scripts 3.2 to 5.0 only; see keyEnded)
 //	{P:C}:flows:K             fair-queuing flows by class/key: rank, finish, granted; TTL: the state's
 //	{P:C}:keycaps:K           fairness keys' cap counters by key; TTL: the state's
-//	{P:C}:recent:K            the leases granted within tuning.ReorderWindow, oldest first (list); TTL: the window's
+//	{P:C}:recent:K            the times leases were granted within tuning.ReorderWindow, oldest first (list; one entry
+//	                          per lease until scripts 6.1); TTL: the window's
+//	{P:C}:recentheld:K        what the live leases granted at each of those times hold, packed (msgpack), by time; TTL: the window's
 //	{P:C}:order:R:K           rank R's tickets by virtual finish (sorted set), R from 0 to capacity.MaxRank; TTL: the tickets'
 //	{P:C}:leasemarks:K        each live lease's mark and charges per bucket, packed (msgpack), by call; TTL: the leases'
 //	{P:C}:lease_expiries:K    live leases by expiry (sorted set); TTL: the leases'
@@ -55,6 +57,7 @@ const (
 	keyLeaseExpiries = keyLeaseMarks + 1
 	keyLapsed        = keyLeaseExpiries + 1 // added in scripts 5.1
 	keyTextUntil     = keyLapsed + 1        // added in scripts 6.0
+	keyRecentHeld    = keyTextUntil + 1     // added in scripts 6.1
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -103,7 +106,8 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 	for r := range capacity.MaxRank + 1 {
 		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
 	}
-	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k, tag+textUntilSuffix)
+	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k, tag+textUntilSuffix,
+		tag+":recentheld:"+k)
 	return sk
 }
 

@@ -3,8 +3,14 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate-dev/tollgate/capacity"
 )
@@ -118,4 +124,76 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkBookings measures what a booking costs Redis with n tickets
+// already booked: each iteration's reserve books a ticket at the back of
+// the queue, sent by 32 callers at once as a busy scope's callers send them
+// (so in batches of up to maxBatch). It reports the scripts' Redis time per
+// booking (INFO commandstats) and the longest script call (SLOWLOG).
+func BenchmarkBookings(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
+			s, rdb := newTestStore(b, Options{})
+			ctx := context.Background()
+			l := capacity.Limits{RequestsPerMinute: 12000} // BenchmarkHotScope's, at the default bucket
+			sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "bookings"}
+			book := func(prefix string, count int) {
+				var g errgroup.Group
+				g.SetLimit(32)
+				for i := range count {
+					g.Go(func() error {
+						res, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: fmt.Sprint(prefix, i), Attempt: 1, Book: true,
+							Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}})
+						if err == nil && !res.Granted && !res.Booked {
+							err = fmt.Errorf("not booked: %+v", res)
+						}
+						return err
+					})
+				}
+				if err := g.Wait(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			book("held-", n+1000) // the first thousand fill the bucket
+			for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "1024"}} {
+				require.NoError(b, rdb.ConfigSet(ctx, kv[0], kv[1]).Err())
+			}
+			require.NoError(b, rdb.Do(ctx, "SLOWLOG", "RESET").Err())
+			before := fcallMicros(b, rdb)
+			b.ResetTimer()
+			book("booking-", b.N)
+			b.StopTimer()
+			b.ReportMetric(float64(fcallMicros(b, rdb)-before)/float64(b.N), "redis-us/booking")
+			logs, err := rdb.SlowLogGet(ctx, 1024).Result()
+			require.NoError(b, err)
+			var longest time.Duration
+			for _, e := range logs {
+				if len(e.Args) > 0 && strings.EqualFold(e.Args[0], "fcall") {
+					longest = max(longest, e.Duration)
+				}
+			}
+			b.ReportMetric(float64(longest.Microseconds()), "longest-script-us")
+		})
+	}
+}
+
+// fcallMicros is the Redis time every FCALL took so far (INFO commandstats).
+func fcallMicros(b *testing.B, rdb *redis.Client) int64 {
+	stats, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(b, err)
+	for line := range strings.SplitSeq(stats, "\r\n") {
+		v, ok := strings.CutPrefix(line, "cmdstat_fcall:")
+		if !ok {
+			continue
+		}
+		for kv := range strings.SplitSeq(v, ",") {
+			if us, ok := strings.CutPrefix(kv, "usec="); ok {
+				n, err := strconv.ParseInt(us, 10, 64)
+				require.NoError(b, err)
+				return n
+			}
+		}
+	}
+	return 0
 }

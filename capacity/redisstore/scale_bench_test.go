@@ -82,6 +82,8 @@ const (
 //   - redis-cpu-busy: the server's CPU (used_cpu_sys + used_cpu_user delta)
 //     / wall time; slowest-cmd-us: the longest command the server ran in
 //     the window (SLOWLOG; a script call with what it called);
+//     slowest-later-us: the same from the window's third second on, once
+//     every caller has booked;
 //   - clients-cpu-cores: the CPU (user and system) the child processes
 //     used over the window, in cores;
 //   - shutdown-slowest-us and shutdown-redis-ms: the longest command, and
@@ -173,6 +175,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 		"redis-cpu-busy":      srv.cpu / secs,
 		"clients-cpu-cores":   float64(clientCPU) / 1e9 / secs,
 		"slowest-cmd-us":      float64(srv.slowest.Microseconds()),
+		"slowest-later-us":    float64(srv.slowestLater.Microseconds()),
 		"shutdown-slowest-us": float64(srv.shutdown.longest.Microseconds()),
 		"shutdown-redis-ms":   float64(srv.shutdown.total.Milliseconds()),
 	}
@@ -196,8 +199,8 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	b.Logf("  denials: %v", scaleSorted(reasons))
 	b.Logf("  waiting callers: %.0f on average; server commands %d (%s): %.3f per waiting call per second; waiting overhead %.3f reserves = %.3f round trips per waiting call per second",
 		waiting, srv.commands, srv.top, f["cmds/wait/s"], f["overhead-ops/wait/s"], f["overhead-rt/wait/s"])
-	b.Logf("  Redis CPU busy: %.1f%% of one core; longest command %v (%s; loading the scripts, compiling them: %v)",
-		100*f["redis-cpu-busy"], srv.slowest, srv.slowName, srv.compile)
+	b.Logf("  Redis CPU busy: %.1f%% of one core; longest command %v (%s, in second %d of the window; loading the scripts, compiling them: %v); the longest from the third second on: %v",
+		100*f["redis-cpu-busy"], srv.slowest, srv.slowName, int(srv.slowAt/time.Second)+1, srv.compile, srv.slowestLater)
 	b.Logf("  after the window, every waiting caller cancelled (releasing its ticket): %v", srv.shutdown)
 	b.Logf("  the %d client processes' CPU over the window: %.2f cores (the machine has %d)", run.procs, f["clients-cpu-cores"], runtime.NumCPU())
 	if casCommits > 0 {
@@ -300,7 +303,12 @@ type scaleServerFigures struct {
 	// slowName its name.
 	slowest  time.Duration
 	slowName string
-	compile  time.Duration // the longest EVAL: a script compiled on its first run
+	// slowAt is when the slowest ran, from the window's start (the slow
+	// log keeps whole seconds), and slowestLater the longest command that
+	// ran from the window's third second on, when every caller has booked.
+	slowAt       time.Duration
+	slowestLater time.Duration
+	compile      time.Duration // the longest EVAL: a script compiled on its first run
 	// shutdown is the slow log of the children's end, when every waiting
 	// caller is cancelled and releases what it booked.
 	shutdown scaleSlowlog
@@ -385,7 +393,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 	// waiting caller is cancelled at once, and what their releases cost is
 	// measured apart (shutdown).
 	time.Sleep(time.Until(end.Add(-scaleSlowlogMargin)))
-	slowest, slowName, compile, lastSlow := scaleSlowest(b, r.rdb)
+	slow := scaleSlowest(b, r.rdb, r.start)
 	time.Sleep(time.Until(end))
 	<-done
 	stats1, cpu1 := scaleServerStats(b, r.rdb)
@@ -395,7 +403,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 			b.Fatalf("process %d: %v\n%s", p, err, cmd.Stdout)
 		}
 	}
-	shutdown := scaleSlowSince(b, r.rdb, lastSlow)
+	shutdown := scaleSlowSince(b, r.rdb, slow.lastID)
 	var reps []scaleReport
 	for p := range r.procs {
 		raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
@@ -411,7 +419,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 		}
 		reps = append(reps, rep)
 	}
-	f := scaleServerFigures{cpu: cpu1 - cpu0, slowest: slowest, slowName: slowName, compile: compile, shutdown: shutdown}
+	f := scaleServerFigures{cpu: cpu1 - cpu0, slowest: slow.longest, slowName: slow.name, slowAt: slow.at, slowestLater: slow.later, compile: slow.compile, shutdown: shutdown}
 	type count struct {
 		name string
 		n    int64
@@ -450,28 +458,45 @@ func scaleSlowlogStart(b *testing.B, rdb *redis.Client) {
 	}
 }
 
-// scaleSlowest returns the longest command of the slow log and its name
-// (zero if none took 1 ms), leaving out FUNCTION LOAD and EVAL: the
-// library's load on a server, or a script's first run there, compiles it
-// and is reported apart as compile. The benchmark's own SLOWLOG, CONFIG,
-// INFO and MEMORY commands are left out too (on a shared server,
-// TOLLGATE_SCALE_ADDR, a SLOWLOG RESET of a long log takes milliseconds).
-func scaleSlowest(b *testing.B, rdb *redis.Client) (slowest time.Duration, name string, compile time.Duration, lastID int64) {
+// scaleSlowest reads the slow log of a window that began at start. The
+// library's load on a server (FUNCTION LOAD), or a script's first run there
+// (EVAL), compiles it and is reported apart as compile. The benchmark's own
+// SLOWLOG, CONFIG, INFO and MEMORY commands are left out (on a shared
+// server, TOLLGATE_SCALE_ADDR, a SLOWLOG RESET of a long log takes
+// milliseconds).
+func scaleSlowest(b *testing.B, rdb *redis.Client, start time.Time) scaleSlowEntries {
 	logs, err := rdb.SlowLogGet(context.Background(), 1024).Result()
 	if err != nil {
 		b.Fatal(err)
 	}
+	var s scaleSlowEntries
 	for _, l := range logs {
-		lastID = max(lastID, l.ID)
+		s.lastID = max(s.lastID, l.ID)
 		switch {
 		case len(l.Args) == 0, scaleOwnCommand(l.Args[0]):
 		case strings.EqualFold(l.Args[0], "eval"), strings.EqualFold(l.Args[0], "function"):
-			compile = max(compile, l.Duration)
-		case l.Duration > slowest:
-			slowest, name = l.Duration, l.Args[0]
+			s.compile = max(s.compile, l.Duration)
+		default:
+			at := l.Time.Sub(start.Truncate(time.Second))
+			if l.Duration > s.longest {
+				s.longest, s.name, s.at = l.Duration, l.Args[0], at
+			}
+			if at >= 2*time.Second {
+				s.later = max(s.later, l.Duration)
+			}
 		}
 	}
-	return slowest, name, compile, lastID
+	return s
+}
+
+// scaleSlowEntries is what scaleSlowest finds in the slow log.
+type scaleSlowEntries struct {
+	longest time.Duration // the longest command
+	name    string        // its name
+	at      time.Duration // when it ran, in whole seconds from the window's start
+	later   time.Duration // the longest from the window's third second on
+	compile time.Duration // the longest FUNCTION LOAD or EVAL
+	lastID  int64         // the log's last entry
 }
 
 // scaleOwnCommand reports whether name is one of the commands the

@@ -703,16 +703,16 @@ end
 -- none): the loop over tickets in memScope.fitWait, on the sorted set of
 -- ticket times (Redis only).
 local function lastTicketAt(d)
-  local start = 0
+  local start, n = 0, 1 -- the latest ticket most often charges d: read it alone first
   flushTickets()
   while true do
-    local ids = call('ZREVRANGE', KEYS[K.TICKET_TIMES], start, start + 15, 'WITHSCORES')
+    local ids = call('ZREVRANGE', KEYS[K.TICKET_TIMES], start, start + n - 1, 'WITHSCORES')
     if #ids == 0 then return 0 end
     for j = 1, #ids, 2 do
       local tk = getTicket(ids[j])
       if tk and tk.charge[d] > 0 then return tonumber(ids[j + 1]) end
     end
-    start = start + 16
+    start, n = start + n, 16
   end
 end
 

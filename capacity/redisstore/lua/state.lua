@@ -501,7 +501,7 @@ local function load(create)
   end
   if not create then return false end
   write('DEL', KEYS[K.LEASES], KEYS[K.TICKETS], KEYS[K.TICKET_EXPIRIES], KEYS[K.TICKET_TIMES], KEYS[K.FLOWS], KEYS[K.KEY_CAPS],
-    KEYS[K.RECENT], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
+    KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   S = stored.withDefaults(newState())
   S.format, S.epoch, S.text_until = STATE_FORMAT, EPOCH, mark
   recompute()
@@ -590,54 +590,111 @@ local function allLeases()
   return out
 end
 
--- The recent grants are the leases granted within REORDER_WINDOW, oldest
--- first, as lines "attempt granted_at call" of the list KEYS[K.RECENT], and
--- what the live ones hold, S.recent_held: Mark.InFlight without walking the
--- leases (capacity/recentgrants.go, whose method names these keep after
--- index.recent).
+-- The recent grants are the leases granted within REORDER_WINDOW, in
+-- groups by the time they were granted (a script grants its whole batch at
+-- one time): the list KEYS[K.RECENT] holds each group's time, oldest first,
+-- and the hash KEYS[K.RECENT_HELD] what the live leases of each group hold,
+-- a number per dimension packed with cmsgpack, by time. S.recent_held is
+-- what every group holds: Mark.InFlight without walking the leases. A grant
+-- drops the groups that left the window, one entry per group, not per
+-- lease, so a burst granted at once leaves the window in one step
+-- (capacity/recentgrants.go, whose method names these keep after
+-- index.recent, keeps the same sum over a queue of leases; until scripts
+-- 6.1 the list held a line per lease, and the grant that dropped a burst of
+-- a thousand read a thousand leases).
+
+-- index.groups caches the groups this call read or changed: time (as fmt
+-- writes it) -> what its live leases hold, or false for none;
+-- index.groupsDirty lists those to write (index.recentFlush). (Fields,
+-- not locals: the library's main function holds at most 200 locals.)
+resets[#resets + 1] = function() index.groups, index.groupsDirty = {}, {} end
+
+-- index.recentGroup returns the group of leases granted at time t (fmt's
+-- text), or nil.
+function index.recentGroup(t)
+  local g = index.groups[t]
+  if g == nil then
+    local v = call('HGET', KEYS[K.RECENT_HELD], t)
+    g = v and cmsgpack.unpack(v) or false
+    index.groups[t] = g
+  end
+  return g or nil
+end
 
 -- index.recentInWindow reports whether a lease granted at granted_at is still
 -- counted in recent_held (while it lives).
 function index.recentInWindow(granted_at) return granted_at >= S.recent_cutoff end
 
--- index.recentAdd counts lease le of call c, granted now.
-function index.recentAdd(c, le)
-  write('RPUSH', KEYS[K.RECENT], fmt(le.attempt) .. ' ' .. fmt(le.granted_at) .. ' ' .. c)
-  write('PEXPIRE', KEYS[K.RECENT], ceil((REORDER_WINDOW + SLACK) / 1000))
-  for d = 1, ND do S.recent_held[d] = S.recent_held[d] + le.charge[d] end
+-- index.recentAdd counts lease le, granted now.
+function index.recentAdd(le)
+  local t = fmt(le.granted_at)
+  local g = index.recentGroup(t)
+  if not g then
+    g = zeros(ND)
+    index.groups[t] = g
+    write('RPUSH', KEYS[K.RECENT], t)
+    write('PEXPIRE', KEYS[K.RECENT], ceil((REORDER_WINDOW + SLACK) / 1000))
+  end
+  for d = 1, ND do
+    g[d] = g[d] + le.charge[d]
+    S.recent_held[d] = S.recent_held[d] + le.charge[d]
+  end
+  index.groupsDirty[t] = true
 end
 
--- index.recentEnded takes lease le, which ended, out of recent_held if it is
--- counted there.
+-- index.recentEnded takes lease le, which ended, out of recent_held and its
+-- group if it is counted there.
 function index.recentEnded(le)
   if not index.recentInWindow(le.granted_at) then return end
-  for d = 1, ND do S.recent_held[d] = S.recent_held[d] - le.charge[d] end
+  local t = fmt(le.granted_at)
+  local g = index.recentGroup(t)
+  for d = 1, ND do
+    S.recent_held[d] = S.recent_held[d] - le.charge[d]
+    if g then g[d] = g[d] - le.charge[d] end
+  end
+  if g then index.groupsDirty[t] = true end
 end
 
--- index.recentExpire drops the entries granted before cutoff, taking the leases
--- of them that still live out of recent_held. With no entry left,
+-- index.recentExpire drops the groups granted before cutoff, taking what
+-- their live leases hold out of recent_held. With no group left,
 -- recent_held is exactly zero. The cutoff never moves back.
 function index.recentExpire(cutoff)
   if cutoff > S.recent_cutoff then S.recent_cutoff = cutoff end
   local dropped, left = 0, 0
   repeat
-    local lines = call('LRANGE', KEYS[K.RECENT], dropped, dropped + 15)
-    for _, line in ipairs(lines) do
-      local attempt, at, c = string.match(line, '^(%S+) (%S+) (.*)$')
-      at = tonumber(at)
-      if at >= S.recent_cutoff then
+    local times = call('LRANGE', KEYS[K.RECENT], dropped, dropped + 15)
+    for _, t in ipairs(times) do
+      if tonumber(t) >= S.recent_cutoff then
         left = 1
         break
       end
       dropped = dropped + 1
-      local le = getLease(c)
-      if le and le.attempt == tonumber(attempt) and le.granted_at == at then
-        for d = 1, ND do S.recent_held[d] = S.recent_held[d] - le.charge[d] end
+      local g = index.recentGroup(t)
+      if g then
+        for d = 1, ND do S.recent_held[d] = S.recent_held[d] - g[d] end
       end
+      index.groups[t], index.groupsDirty[t] = false, true
     end
-  until left > 0 or #lines < 16
+  until left > 0 or #times < 16
   if dropped > 0 then write('LTRIM', KEYS[K.RECENT], dropped, -1) end
   if left == 0 then S.recent_held = zeros(ND) end
+end
+
+-- index.recentFlush writes the groups changed since the last flush (when
+-- the script saves).
+function index.recentFlush()
+  local kept = false
+  for t in pairs(index.groupsDirty) do
+    local g = index.groups[t]
+    if g then
+      write('HSET', KEYS[K.RECENT_HELD], t, cmsgpack.pack(g))
+      kept = true
+    else
+      write('HDEL', KEYS[K.RECENT_HELD], t)
+    end
+  end
+  if kept then write('PEXPIRE', KEYS[K.RECENT_HELD], ceil((REORDER_WINDOW + SLACK) / 1000)) end
+  index.groupsDirty = {}
 end
 
 -- The lease marks are each live lease's mark and charges per bucket, packed
@@ -698,7 +755,7 @@ local function grantLease(c, fresh, req, weight)
   le.key, le.weight = req.key, weight
   index.recentExpire(NOW - REORDER_WINDOW)
   for d = 1, ND do le.charge[d], le.mark[d], le.inflight[d] = c[d], S.granted[d], S.recent_held[d] end
-  index.recentAdd(req.call, le)
+  index.recentAdd(le)
   index.marksPut(req.call, le)
   index.expiryPut(req.call, le.expires)
   putLease(req.call, le)
@@ -903,13 +960,15 @@ end
 -- index.keptBy are the versions of the scripts that keep these indexes as
 -- this one does: a state one of them saved last needs no rebuild. A state
 -- of any other version, older or newer (a rollback), is re-indexed.
-index.keptBy = {['5.0'] = true, ['5.1'] = true, ['5.2'] = true, ['5.3'] = true, ['5.4'] = true, ['5.5'] = true, [SCRIPT_VERSION] = true}
+index.keptBy = {[SCRIPT_VERSION] = true} -- 6.1 groups the recent grants; 5.0 to 6.0 kept a line per lease
 
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
 -- walk over them, when a state saved by a version of the scripts that does
 -- not keep them (index.keptBy) is loaded (a rolling deploy).
 function index.rebuild()
-  write('DEL', KEYS[K.RECENT], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
+  write('DEL', KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES],
+    unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
+  index.groups, index.groupsDirty = {}, {}
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
   S.recent_held = zeros(ND)
   local recent = {}
@@ -922,7 +981,7 @@ function index.rebuild()
     if a[2].granted_at ~= b[2].granted_at then return a[2].granted_at < b[2].granted_at end
     return a[1] < b[1]
   end)
-  for _, e in ipairs(recent) do index.recentAdd(e[1], e[2]) end
+  for _, e in ipairs(recent) do index.recentAdd(e[2]) end
   for _, e in ipairs(allTickets()) do index.orderPut(e[1], e[2]) end
 end
 
@@ -994,6 +1053,7 @@ local function save()
   flushLeases()
   flushTickets()
   flushFlows()
+  index.recentFlush()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
     write('PEXPIRE', KEYS[K.LEASES], ceil((S.lease_key_expiry - NOW) / 1000))

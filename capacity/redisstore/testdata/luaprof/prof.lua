@@ -5,7 +5,11 @@
 -- reports the time between samples by function (self and inclusive) and by
 -- line. See README.md here for how to capture the input.
 --
---   lua5.1 prof.lua LIBRARY MONITOR [time|profile] [REPEATS]
+--   lua5.1 prof.lua LIBRARY MONITOR [time|profile] [REPEATS] [MIN_ARGUMENTS|call=N]
+--
+-- MIN_ARGUMENTS profiles only the calls with at least that many arguments
+-- (the large batches), call=N only the Nth (the longest is named by
+-- "time"), while every call is replayed.
 --
 -- The stand-in is not Redis: its commands cost Lua time (reported apart as
 -- "mock"), cmsgpack is a registry of tables (free here, about 28 µs a call
@@ -14,6 +18,10 @@
 -- then time the candidates in Redis.
 
 local libfile, monfile, mode, repeats = arg[1], arg[2], arg[3] or 'time', tonumber(arg[4] or '1')
+-- arg[5]: profile only the calls with at least this many arguments, or
+-- with call=N only the Nth call (the longest call's number is reported).
+local minArgs, onlyCall = tonumber(arg[5] or '0'), nil
+if arg[5] and arg[5]:match('^call=') then minArgs, onlyCall = 0, tonumber(arg[5]:sub(6)) end
 
 -- Data: key -> {s = string} | {h = hash} | {z = member -> score} | {l = list}
 local db = {}
@@ -51,15 +59,63 @@ local function zset(k)
   return db[k].z
 end
 
--- sorted returns a sorted set's {member, score} pairs by score, then member.
+-- before orders a sorted set's {member, score} pairs by score, then member.
+local function before(a, b)
+  if a[2] ~= b[2] then return a[2] < b[2] end
+  return a[1] < b[1]
+end
+
+-- sorted returns a sorted set's {member, score} pairs by score, then member,
+-- kept until the set changes (changed), so that a long queue's reads do
+-- not sort it again each time.
 local function sorted(k)
+  if not db[k] then return {} end
+  if db[k].sorted then return db[k].sorted end
   local out = {}
-  for m, sc in pairs(db[k] and db[k].z or {}) do out[#out + 1] = {m, sc} end
-  table.sort(out, function(a, b)
-    if a[2] ~= b[2] then return a[2] < b[2] end
-    return a[1] < b[1]
-  end)
+  for m, sc in pairs(db[k].z) do out[#out + 1] = {m, sc} end
+  table.sort(out, before)
+  db[k].sorted = out
   return out
+end
+
+-- ranks returns a sorted set's member -> place (from 0), kept as sorted's.
+local function ranks(k)
+  if not db[k] then return {} end
+  if not db[k].ranks then
+    local r = {}
+    for i, p in ipairs(sorted(k)) do r[p[1]] = i - 1 end
+    db[k].ranks = r
+  end
+  return db[k].ranks
+end
+
+-- changed drops the sorted forms of sorted set k.
+local function changed(k)
+  if db[k] then db[k].sorted, db[k].ranks = nil, nil end
+end
+
+-- place returns where pair p is, or goes, in a sorted list (binary search).
+local function place(list, p)
+  local lo, hi = 1, #list + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if before(list[mid], p) then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+-- zput and zdrop keep sorted set k's sorted list, if it has one, as member
+-- m is added at score sc or removed (ranks are dropped).
+local function zdrop(k, m)
+  local e = db[k]
+  if not e or e.z[m] == nil then return end
+  e.ranks = nil
+  if e.sorted then table.remove(e.sorted, place(e.sorted, {m, e.z[m]})) end
+end
+local function zput(k, m, sc)
+  local e = db[k]
+  e.ranks = nil
+  if e.sorted then table.insert(e.sorted, place(e.sorted, {m, sc}), {m, sc}) end
 end
 
 -- bound reads a score bound: its value and whether it is exclusive.
@@ -140,7 +196,9 @@ function commands.ZADD(k, ...)
   local z, args, added = zset(k), {...}, 0
   for i = 1, #args, 2 do
     if z[args[i + 1]] == nil then added = added + 1 end
+    zdrop(k, args[i + 1])
     z[args[i + 1]] = tonumber(args[i])
+    zput(k, args[i + 1], z[args[i + 1]])
   end
   return added
 end
@@ -148,19 +206,19 @@ function commands.ZREM(k, ...)
   if not db[k] then return 0 end
   local n = 0
   for _, m in ipairs({...}) do
+    zdrop(k, m)
     if db[k].z[m] ~= nil then n, db[k].z[m] = n + 1, nil end
   end
   if next(db[k].z) == nil then db[k] = nil end
   return n
 end
-function commands.ZCARD(k) return #sorted(k) end
-function commands.ZSCORE(k, m) return db[k] and db[k].z[m] and str(db[k].z[m]) or false end
-function commands.ZRANK(k, m)
-  for i, p in ipairs(sorted(k)) do
-    if p[1] == m then return i - 1 end
-  end
-  return false
+function commands.ZCARD(k)
+  local n = 0
+  for _ in pairs(db[k] and db[k].z or {}) do n = n + 1 end
+  return n
 end
+function commands.ZSCORE(k, m) return db[k] and db[k].z[m] and str(db[k].z[m]) or false end
+function commands.ZRANK(k, m) return ranks(k)[m] or false end
 function commands.ZCOUNT(k, lo, hi)
   local n, l, h = 0, {bound(lo)}, {bound(hi)}
   for _, p in ipairs(sorted(k)) do
@@ -171,8 +229,11 @@ end
 function commands.ZRANGE(k, s, e, opt) return members(slice(sorted(k), s, e), opt == 'WITHSCORES') end
 function commands.ZREVRANGE(k, s, e, opt)
   local list, rev = sorted(k), {}
-  for i = #list, 1, -1 do rev[#rev + 1] = list[i] end
-  return members(slice(rev, s, e), opt == 'WITHSCORES')
+  s, e = tonumber(s), tonumber(e)
+  if s < 0 then s = #list + s end
+  if e < 0 then e = #list + e end
+  for i = #list - s, math.max(1, #list - e), -1 do rev[#rev + 1] = list[i] end
+  return members(rev, opt == 'WITHSCORES')
 end
 function commands.ZRANGEBYSCORE(k, lo, hi, ...)
   local opts, withScores, offset, count = {...}, false, 0, -1
@@ -194,6 +255,7 @@ function commands.ZRANGEBYSCORE(k, lo, hi, ...)
 end
 function commands.ZREMRANGEBYSCORE(k, lo, hi)
   local n, l, h = 0, {bound(lo)}, {bound(hi)}
+  changed(k)
   for m, sc in pairs(db[k] and db[k].z or {}) do
     if within(sc, l, h) then n, db[k].z[m] = n + 1, nil end
   end
@@ -214,7 +276,7 @@ function commands.SPUBLISH() return 0 end
 
 -- inCommands is the time spent in the stand-in's commands, which is not
 -- the scripts' Lua (Redis runs its commands in C): "time" reports without it.
-local counts, functions, inCommands = {}, {}, 0
+local counts, functions, inCommands, commandTime = {}, {}, 0, {}
 redis = {
   call = function(name, ...)
     local began = os.clock()
@@ -224,7 +286,8 @@ redis = {
     local args = {...}
     for i = 1, #args do args[i] = str(args[i]) end
     local reply = fn(unpack(args))
-    inCommands = inCommands + os.clock() - began
+    local spent = os.clock() - began
+    inCommands, commandTime[name] = inCommands + spent, (commandTime[name] or 0) + spent
     return reply
   end,
   register_function = function(t) functions[t.function_name] = t.callback end,
@@ -309,11 +372,12 @@ end
 
 local byName, began = {}, os.clock()
 local longest = {t = 0} -- the call whose Lua took longest: its time and arguments
+local tookBy = {} -- each call's Lua time in the first replay
 for r = 1, repeats do
   db = {}
-  for _, c in ipairs(calls) do
+  for i, c in ipairs(calls) do
     now = c.at + (r - 1) * 1000
-    if mode == 'profile' then
+    if mode == 'profile' and #c.args >= minArgs and (not onlyCall or onlyCall == i) then
       last = os.clock()
       debug.sethook(sample, '', 20)
     end
@@ -321,7 +385,8 @@ for r = 1, repeats do
     local okCall, err = pcall(functions[c.name], c.keys, c.args)
     local took = os.clock() - t - (inCommands - commandsBefore)
     byName[c.name] = (byName[c.name] or 0) + took
-    if took > longest.t then longest = {t = took, name = c.name, args = #c.args} end
+    if took > longest.t then longest = {t = took, name = c.name, args = #c.args, i = i} end
+    if r == 1 then tookBy[#tookBy + 1] = {i = i, t = took, args = #c.args} end
     debug.sethook()
     assert(okCall, err)
   end
@@ -331,12 +396,22 @@ local n = #calls * repeats
 print(string.format('%d calls x %d: %.1f µs of Lua a call (%.1f µs more in the stand-in\'s commands)',
   #calls, repeats, (os.clock() - began - inCommands) / n * 1e6, inCommands / n * 1e6))
 for name, t in pairs(byName) do print(name, string.format('%.1f µs a call', t / n * 1e6)) end
-print(string.format('longest call: %.2f ms (%s, %d arguments)',
-  longest.t * 1e3, tostring(longest.name), longest.args or 0))
+print(string.format('longest call: %.2f ms (call=%d, %s, %d arguments)',
+  longest.t * 1e3, longest.i or 0, tostring(longest.name), longest.args or 0))
+table.sort(tookBy, function(a, b) return a.t > b.t end)
+local top = {}
+for k = 1, math.min(8, #tookBy) do
+  top[k] = string.format('call=%d %.2f ms (%d arguments)', tookBy[k].i, tookBy[k].t * 1e3, tookBy[k].args)
+end
+print('longest calls: ' .. table.concat(top, ', '))
 local perCall = {}
 for name, c in pairs(counts) do perCall[#perCall + 1] = string.format('%s=%.2f', name, c / n) end
 table.sort(perCall)
 print('commands a call: ' .. table.concat(perCall, ' '))
+local mockTime = {}
+for name, t in pairs(commandTime) do mockTime[#mockTime + 1] = string.format('%s=%.1f', name, t / n * 1e6) end
+table.sort(mockTime)
+print('stand-in µs a call by command: ' .. table.concat(mockTime, ' '))
 if mode ~= 'profile' then return end
 
 local text = {}
