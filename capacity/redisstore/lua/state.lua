@@ -271,6 +271,8 @@ local STATE_SCHEMA = {
   {'window_current', 'number'}, -- 1: the first tickets were retimed and none left since (memScope.windowCurrent; 5.4)
   {'booked_floor', 'number'}, -- the highest floor of the tickets booked since none was (memScope.bookedFloor; 5.4)
   {'text_until', 'number', packed = true}, -- Redis only: the text state is kept up to date until then (6.0)
+  {'recent_last', 'number', packed = true}, -- Redis only: the grant time of the latest group of recent grants (6.1)
+  {'recent_last_held', 'dimension', packed = true}, -- Redis only: what its live leases hold (6.1)
 }
 
 -- STATE_KINDS is each state field's kind, by name; TEXT_KINDS the same
@@ -592,54 +594,80 @@ end
 
 -- The recent grants are the leases granted within REORDER_WINDOW, in
 -- groups by the time they were granted (a script grants its whole batch at
--- one time): the list KEYS[K.RECENT] holds each group's time, oldest first,
--- and the hash KEYS[K.RECENT_HELD] what the live leases of each group hold,
--- a number per dimension packed with cmsgpack, by time. S.recent_held is
--- what every group holds: Mark.InFlight without walking the leases. A grant
--- drops the groups that left the window, one entry per group, not per
--- lease, so a burst granted at once leaves the window in one step
+-- one time): the list KEYS[K.RECENT] holds each group's time, oldest first.
+-- What the live leases of the latest group hold is in the state
+-- (S.recent_last, S.recent_last_held); what those of each earlier group
+-- hold, if anything, is in the hash KEYS[K.RECENT_HELD], a number per
+-- dimension packed with cmsgpack, by time. S.recent_held is what every
+-- group holds: Mark.InFlight without walking the leases. A grant drops the
+-- groups that left the window, one entry per group, not per lease, so a
+-- burst granted at once leaves the window in one step
 -- (capacity/recentgrants.go, whose method names these keep after
 -- index.recent, keeps the same sum over a queue of leases; until scripts
 -- 6.1 the list held a line per lease, and the grant that dropped a burst of
--- a thousand read a thousand leases).
+-- a thousand read a thousand leases). A quiet scope, whose lease ends
+-- before its next grant, writes no group to the hash.
 
--- index.groups caches the groups this call read or changed: time (as fmt
--- writes it) -> what its live leases hold, or false for none;
--- index.groupsDirty lists those to write (index.recentFlush). (Fields,
--- not locals: the library's main function holds at most 200 locals.)
-resets[#resets + 1] = function() index.groups, index.groupsDirty = {}, {} end
+-- index.groups caches the earlier groups this call read or changed: time
+-- (as fmt writes it) -> what its live leases hold, or false for none;
+-- index.groupsDirty lists those to write, and index.groupsNew says one
+-- came to the hash (index.recentFlush). (Fields, not locals: the library's
+-- main function holds at most 200 locals.)
+resets[#resets + 1] = function() index.groups, index.groupsDirty, index.groupsNew = {}, {}, false end
 
--- index.recentGroup returns the group of leases granted at time t (fmt's
--- text), or nil.
+-- index.recentGroup returns what the live leases granted at time t (fmt's
+-- text) hold, or nil for no group, and whether it is the latest group's.
 function index.recentGroup(t)
+  if S.recent_last > 0 and t == fmt(S.recent_last) then return S.recent_last_held, true end
   local g = index.groups[t]
   if g == nil then
     local v = call('HGET', KEYS[K.RECENT_HELD], t)
     g = v and cmsgpack.unpack(v) or false
     index.groups[t] = g
   end
-  return g or nil
+  return g or nil, false
 end
 
 -- index.recentInWindow reports whether a lease granted at granted_at is still
 -- counted in recent_held (while it lives).
 function index.recentInWindow(granted_at) return granted_at >= S.recent_cutoff end
 
+-- index.recentPush appends a new group's time t to the list.
+function index.recentPush(t)
+  write('RPUSH', KEYS[K.RECENT], t)
+  write('PEXPIRE', KEYS[K.RECENT], ceil((REORDER_WINDOW + SLACK) / 1000))
+end
+
 -- index.recentAdd counts lease le, granted now.
 function index.recentAdd(le)
-  local t = fmt(le.granted_at)
-  local g = index.recentGroup(t)
-  if not g then
+  local at, t = le.granted_at, fmt(le.granted_at)
+  local g -- a time after the latest group's has no group yet (read nothing)
+  if at <= S.recent_last then g = index.recentGroup(t) end
+  if not g and at > S.recent_last then
+    -- A new latest group: the latest until now goes to the hash if its
+    -- leases hold anything still.
+    local was = S.recent_last_held
+    for d = 1, ND do
+      if was[d] ~= 0 then
+        local k = fmt(S.recent_last)
+        index.groups[k], index.groupsDirty[k], index.groupsNew = was, true, true
+        break
+      end
+    end
+    S.recent_last, S.recent_last_held = at, zeros(ND)
+    g = S.recent_last_held
+    index.recentPush(t)
+  elseif not g then
+    -- Before the latest group (Redis's clock stepped back): one of the hash's.
     g = zeros(ND)
-    index.groups[t] = g
-    write('RPUSH', KEYS[K.RECENT], t)
-    write('PEXPIRE', KEYS[K.RECENT], ceil((REORDER_WINDOW + SLACK) / 1000))
+    index.groups[t], index.groupsNew = g, true
+    index.recentPush(t)
   end
+  if g ~= S.recent_last_held then index.groupsDirty[t] = true end
   for d = 1, ND do
     g[d] = g[d] + le.charge[d]
     S.recent_held[d] = S.recent_held[d] + le.charge[d]
   end
-  index.groupsDirty[t] = true
 end
 
 -- index.recentEnded takes lease le, which ended, out of recent_held and its
@@ -647,20 +675,21 @@ end
 function index.recentEnded(le)
   if not index.recentInWindow(le.granted_at) then return end
   local t = fmt(le.granted_at)
-  local g = index.recentGroup(t)
+  local g, latest = index.recentGroup(t)
   for d = 1, ND do
     S.recent_held[d] = S.recent_held[d] - le.charge[d]
     if g then g[d] = g[d] - le.charge[d] end
   end
-  if g then index.groupsDirty[t] = true end
+  if g and not latest then index.groupsDirty[t] = true end
 end
 
 -- index.recentExpire drops the groups granted before cutoff, taking what
 -- their live leases hold out of recent_held. With no group left,
--- recent_held is exactly zero. The cutoff never moves back.
+-- recent_held is exactly zero, and what the dropped groups held is not
+-- read. The cutoff never moves back.
 function index.recentExpire(cutoff)
   if cutoff > S.recent_cutoff then S.recent_cutoff = cutoff end
-  local dropped, left = 0, 0
+  local dropped, left, gone = 0, 0, {}
   repeat
     local times = call('LRANGE', KEYS[K.RECENT], dropped, dropped + 15)
     for _, t in ipairs(times) do
@@ -669,32 +698,63 @@ function index.recentExpire(cutoff)
         break
       end
       dropped = dropped + 1
-      local g = index.recentGroup(t)
+      gone[#gone + 1] = t
+    end
+  until left > 0 or #times < 16
+  if dropped == 0 then return end
+  write('LTRIM', KEYS[K.RECENT], dropped, -1)
+  local unread = {}
+  for _, t in ipairs(gone) do
+    local g, latest = nil, false
+    if left > 0 then
+      if S.recent_last > 0 and t == fmt(S.recent_last) then
+        g, latest = S.recent_last_held, true
+      elseif index.groups[t] ~= nil then
+        g = index.groups[t]
+      else
+        unread[#unread + 1] = t
+      end
       if g then
         for d = 1, ND do S.recent_held[d] = S.recent_held[d] - g[d] end
       end
-      index.groups[t], index.groupsDirty[t] = false, true
     end
-  until left > 0 or #times < 16
-  if dropped > 0 then write('LTRIM', KEYS[K.RECENT], dropped, -1) end
-  if left == 0 then S.recent_held = zeros(ND) end
-end
-
--- index.recentFlush writes the groups changed since the last flush (when
--- the script saves).
-function index.recentFlush()
-  local kept = false
-  for t in pairs(index.groupsDirty) do
-    local g = index.groups[t]
-    if g then
-      write('HSET', KEYS[K.RECENT_HELD], t, cmsgpack.pack(g))
-      kept = true
+    if latest or S.recent_last > 0 and t == fmt(S.recent_last) then
+      S.recent_last_held = zeros(ND)
     else
-      write('HDEL', KEYS[K.RECENT_HELD], t)
+      index.groups[t], index.groupsDirty[t] = false, nil
     end
   end
-  if kept then write('PEXPIRE', KEYS[K.RECENT_HELD], ceil((REORDER_WINDOW + SLACK) / 1000)) end
-  index.groupsDirty = {}
+  if left == 0 then
+    S.recent_held = zeros(ND)
+    write('DEL', KEYS[K.RECENT_HELD])
+    return
+  end
+  if #unread > 0 then
+    local vs = call('HMGET', KEYS[K.RECENT_HELD], unpack(unread))
+    for i = 1, #unread do
+      if vs[i] then
+        local g = cmsgpack.unpack(vs[i])
+        for d = 1, ND do S.recent_held[d] = S.recent_held[d] - g[d] end
+      end
+    end
+  end
+  local fields = {}
+  for _, t in ipairs(gone) do
+    if not (S.recent_last > 0 and t == fmt(S.recent_last)) then fields[#fields + 1] = t end
+  end
+  if #fields > 0 then write('HDEL', KEYS[K.RECENT_HELD], unpack(fields)) end
+end
+
+-- index.recentFlush writes the earlier groups changed since the last flush
+-- (when the script saves). The hash lives as long as the list: the window
+-- from the latest group that came to it on.
+function index.recentFlush()
+  for t in pairs(index.groupsDirty) do
+    local g = index.groups[t]
+    if g then write('HSET', KEYS[K.RECENT_HELD], t, cmsgpack.pack(g)) end
+  end
+  if index.groupsNew then write('PEXPIRE', KEYS[K.RECENT_HELD], ceil((REORDER_WINDOW + SLACK) / 1000)) end
+  index.groupsDirty, index.groupsNew = {}, false
 end
 
 -- The lease marks are each live lease's mark and charges per bucket, packed
@@ -969,6 +1029,7 @@ function index.rebuild()
   write('DEL', KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES],
     unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   index.groups, index.groupsDirty = {}, {}
+  S.recent_last, S.recent_last_held = 0, zeros(ND)
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
   S.recent_held = zeros(ND)
   local recent = {}
