@@ -200,7 +200,8 @@ func TestBatchObserveCreatesState(t *testing.T) {
 
 // TestBatchTakesReleasesTogether: pending releases go in one batch of up
 // to maxReleaseBatch, sharing one retime; any other operation keeps
-// batches to maxBatch, and a release batch stops at the first other one.
+// batches to maxBatch, with up to maxBatchReserves reserves, and a release
+// batch stops at the first other one.
 func TestBatchTakesReleasesTogether(t *testing.T) {
 	ops := func(codes ...int) []*op {
 		var out []*op
@@ -224,8 +225,11 @@ func TestBatchTakesReleasesTogether(t *testing.T) {
 		{"releases alone", repeat(opRelease, 600), maxReleaseBatch},
 		{"fewer releases than a batch", repeat(opRelease, 10), 10},
 		{"releases, then a reserve", append(repeat(opRelease, maxReleaseBatch-10), opReserve), maxReleaseBatch - 10}, // more than maxBatch
-		{"a few releases and reserves", append(repeat(opRelease, 5), repeat(opReserve, 40)...), maxBatch},
-		{"reserves", repeat(opReserve, 100), maxBatch},
+		{"a few releases and reserves", append(repeat(opRelease, 5), repeat(opReserve, 40)...), 5 + maxBatchReserves},
+		{"reserves", repeat(opReserve, 100), maxBatchReserves},
+		{"settles", repeat(opSettle, 100), maxBatch},
+		{"reserves and settles", append(repeat(opReserve, 10), repeat(opSettle, 100)...), maxBatch},
+		{"settles, then reserves", append(repeat(opSettle, 10), repeat(opReserve, 100)...), 10 + maxBatchReserves},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &batcher{pending: ops(tt.pending...)}

@@ -689,58 +689,46 @@ end
 -- read. The cutoff never moves back.
 function index.recentExpire(cutoff)
   if cutoff > S.recent_cutoff then S.recent_cutoff = cutoff end
-  local dropped, left, gone = 0, 0, {}
+  local dropped, left, gone = 0, false, {}
   repeat
     local times = call('LRANGE', KEYS[K.RECENT], dropped, dropped + 15)
     for _, t in ipairs(times) do
       if tonumber(t) >= S.recent_cutoff then
-        left = 1
+        left = true
         break
       end
       dropped = dropped + 1
       gone[#gone + 1] = t
     end
-  until left > 0 or #times < 16
+  until left or #times < 16
   if dropped == 0 then return end
   write('LTRIM', KEYS[K.RECENT], dropped, -1)
-  local unread = {}
+  local latest = S.recent_last > 0 and fmt(S.recent_last)
+  local held, unread, fields = {}, {}, {} -- what the gone groups hold; those to read; the hash's
   for _, t in ipairs(gone) do
-    local g, latest = nil, false
-    if left > 0 then
-      if S.recent_last > 0 and t == fmt(S.recent_last) then
-        g, latest = S.recent_last_held, true
-      elseif index.groups[t] ~= nil then
-        g = index.groups[t]
-      else
-        unread[#unread + 1] = t
-      end
-      if g then
-        for d = 1, ND do S.recent_held[d] = S.recent_held[d] - g[d] end
-      end
-    end
-    if latest or S.recent_last > 0 and t == fmt(S.recent_last) then
+    if t == latest then
+      held[#held + 1] = S.recent_last_held
       S.recent_last_held = zeros(ND)
     else
+      local g = index.groups[t]
+      if g then held[#held + 1] = g elseif g == nil then unread[#unread + 1] = t end
       index.groups[t], index.groupsDirty[t] = false, nil
+      fields[#fields + 1] = t
     end
   end
-  if left == 0 then
+  if not left then
+    -- Every group is gone: nothing is held, and nothing need be read.
     S.recent_held = zeros(ND)
-    write('DEL', KEYS[K.RECENT_HELD])
+    if #fields > 0 then write('DEL', KEYS[K.RECENT_HELD]) end
     return
   end
   if #unread > 0 then
-    local vs = call('HMGET', KEYS[K.RECENT_HELD], unpack(unread))
-    for i = 1, #unread do
-      if vs[i] then
-        local g = cmsgpack.unpack(vs[i])
-        for d = 1, ND do S.recent_held[d] = S.recent_held[d] - g[d] end
-      end
+    for _, v in ipairs(call('HMGET', KEYS[K.RECENT_HELD], unpack(unread))) do
+      if v then held[#held + 1] = cmsgpack.unpack(v) end
     end
   end
-  local fields = {}
-  for _, t in ipairs(gone) do
-    if not (S.recent_last > 0 and t == fmt(S.recent_last)) then fields[#fields + 1] = t end
+  for _, g in ipairs(held) do
+    for d = 1, ND do S.recent_held[d] = S.recent_held[d] - g[d] end
   end
   if #fields > 0 then write('HDEL', KEYS[K.RECENT_HELD], unpack(fields)) end
 end
