@@ -62,7 +62,13 @@
 // order; the leases' marks, for reports; the leases' expiries): a state
 // that a version without them (4.x, or an unknown one) saved last is
 // re-indexed once, from its leases and tickets, before it is decided on;
-// 5.x versions keep them alike and re-index nothing. Scripts 5.1 remember
+// 5.x and 6.0 versions keep them alike and re-index nothing among
+// themselves. Scripts 6.1 keep the leases granted lately in groups by grant
+// time ({P:C}:recentheld:K, and the latest group in the state), so a state
+// that any other version saved last is re-indexed once by 6.1, and one
+// that 6.1 saved last is re-indexed once by 5.x and 6.0: a rolling deploy
+// keeps one budget and pays a walk of the scope's leases and tickets each
+// time the version that saves the scope changes. Scripts 5.1 remember
 // the leases that lapsed (expired or superseded) instead of every lease
 // settled or released: while 5.0 and 5.1 both run, a settle repeated across the two
 // may apply its debt (usage beyond the reservation) twice, or a lease
