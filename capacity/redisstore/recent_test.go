@@ -15,9 +15,9 @@ import (
 // TestRecentGrantGroups: what a grant's mark says the calls granted within
 // tuning.ReorderWindow before it hold in flight (Mark.InFlight) is the
 // memory store's, through every place scripts 6.1 keep a group of recent
-// grants (lua/state.lua, index.recent*): the latest group in the state, two
-// grants at one time in one group, earlier groups moved to the hash while
-// their leases live, a lease ending in a group of the hash, groups leaving
+// grants (lua/state.lua, index.recent*): the latest two groups in the
+// state, two grants at one time in one group, an earlier group moved to the
+// hash while its leases live, a lease ending in a group of the hash, groups leaving
 // the window while a later one stays (read from the hash) and every group
 // leaving at once (read from nowhere).
 func TestRecentGrantGroups(t *testing.T) {
@@ -60,12 +60,12 @@ func TestRecentGrantGroups(t *testing.T) {
 	grant("a", 0)
 	grant("b", 1) // the same time: a's group, in the state
 	at(10 * time.Millisecond)
-	grant("c", 2) // a new group: a and b's goes to the hash
+	grant("c", 2) // a new group: a and b's is the one before it, in the state
 	at(20 * time.Millisecond)
-	grant("d", 3)
+	grant("d", 3) // a and b's group goes to the hash
 	at(30 * time.Millisecond)
 	settle("b") // in a group of the hash
-	settle("c")
+	settle("c") // in the group before the latest
 	at(w + 15*time.Millisecond)
 	grant("e", 1) // a's and c's groups leave, d's stays: a's is read from the hash
 	at(w + 25*time.Millisecond)

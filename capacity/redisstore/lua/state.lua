@@ -273,6 +273,8 @@ local STATE_SCHEMA = {
   {'text_until', 'number', packed = true}, -- Redis only: the text state is kept up to date until then (6.0)
   {'recent_last', 'number', packed = true}, -- Redis only: the grant time of the latest group of recent grants (6.1)
   {'recent_last_held', 'dimension', packed = true}, -- Redis only: what its live leases hold (6.1)
+  {'recent_prev', 'number', packed = true}, -- Redis only: the grant time of the group before it (6.1)
+  {'recent_prev_held', 'dimension', packed = true}, -- Redis only: what its live leases hold (6.1)
 }
 
 -- STATE_KINDS is each state field's kind, by name; TEXT_KINDS the same
@@ -595,18 +597,18 @@ end
 -- The recent grants are the leases granted within REORDER_WINDOW, in
 -- groups by the time they were granted (a script grants its whole batch at
 -- one time): the list KEYS[K.RECENT] holds each group's time, oldest first.
--- What the live leases of the latest group hold is in the state
--- (S.recent_last, S.recent_last_held); what those of each earlier group
--- hold, if anything, is in the hash KEYS[K.RECENT_HELD], a number per
--- dimension packed with cmsgpack, by time. S.recent_held is what every
+-- What the live leases of the latest two groups hold is in the state
+-- (S.recent_last and S.recent_prev, with _held); what those of each
+-- earlier group hold, if anything, is in the hash KEYS[K.RECENT_HELD], a
+-- number per dimension packed with cmsgpack, by time. S.recent_held is what every
 -- group holds: Mark.InFlight without walking the leases. A grant drops the
 -- groups that left the window, one entry per group, not per lease, so a
 -- burst granted at once leaves the window in one step
 -- (capacity/recentgrants.go, whose method names these keep after
 -- index.recent, keeps the same sum over a queue of leases; until scripts
 -- 6.1 the list held a line per lease, and the grant that dropped a burst of
--- a thousand read a thousand leases). A quiet scope, whose lease ends
--- before its next grant, writes no group to the hash.
+-- a thousand read a thousand leases). A scope whose calls overlap at most
+-- two at a time writes no group to the hash.
 
 -- index.groups caches the earlier groups this call read or changed: time
 -- (as fmt writes it) -> what its live leases hold, or false for none;
@@ -615,10 +617,20 @@ end
 -- main function holds at most 200 locals.)
 resets[#resets + 1] = function() index.groups, index.groupsDirty, index.groupsNew = {}, {}, false end
 
+-- index.slot returns the state field ('recent_last' or 'recent_prev') of
+-- the group of leases granted at time t (fmt's text), if it is one of the
+-- two the state holds.
+function index.slot(t)
+  if S.recent_last > 0 and t == fmt(S.recent_last) then return 'recent_last' end
+  if S.recent_prev > 0 and t == fmt(S.recent_prev) then return 'recent_prev' end
+  return nil
+end
+
 -- index.recentGroup returns what the live leases granted at time t (fmt's
--- text) hold, or nil for no group, and whether it is the latest group's.
+-- text) hold, or nil for no group, and whether the state holds it.
 function index.recentGroup(t)
-  if S.recent_last > 0 and t == fmt(S.recent_last) then return S.recent_last_held, true end
+  local f = index.slot(t)
+  if f then return S[f .. '_held'], true end
   local g = index.groups[t]
   if g == nil then
     local v = call('HGET', KEYS[K.RECENT_HELD], t)
@@ -644,16 +656,17 @@ function index.recentAdd(le)
   local g -- a time after the latest group's has no group yet (read nothing)
   if at <= S.recent_last then g = index.recentGroup(t) end
   if not g and at > S.recent_last then
-    -- A new latest group: the latest until now goes to the hash if its
-    -- leases hold anything still.
-    local was = S.recent_last_held
+    -- A new latest group: the one before the latest until now goes to the
+    -- hash if its leases hold anything still.
+    local was = S.recent_prev_held
     for d = 1, ND do
       if was[d] ~= 0 then
-        local k = fmt(S.recent_last)
+        local k = fmt(S.recent_prev)
         index.groups[k], index.groupsDirty[k], index.groupsNew = was, true, true
         break
       end
     end
+    S.recent_prev, S.recent_prev_held = S.recent_last, S.recent_last_held
     S.recent_last, S.recent_last_held = at, zeros(ND)
     g = S.recent_last_held
     index.recentPush(t)
@@ -663,7 +676,7 @@ function index.recentAdd(le)
     index.groups[t], index.groupsNew = g, true
     index.recentPush(t)
   end
-  if g ~= S.recent_last_held then index.groupsDirty[t] = true end
+  if not index.slot(t) then index.groupsDirty[t] = true end
   for d = 1, ND do
     g[d] = g[d] + le.charge[d]
     S.recent_held[d] = S.recent_held[d] + le.charge[d]
@@ -675,12 +688,12 @@ end
 function index.recentEnded(le)
   if not index.recentInWindow(le.granted_at) then return end
   local t = fmt(le.granted_at)
-  local g, latest = index.recentGroup(t)
+  local g, inState = index.recentGroup(t)
   for d = 1, ND do
     S.recent_held[d] = S.recent_held[d] - le.charge[d]
     if g then g[d] = g[d] - le.charge[d] end
   end
-  if g and not latest then index.groupsDirty[t] = true end
+  if g and not inState then index.groupsDirty[t] = true end
 end
 
 -- index.recentExpire drops the groups granted before cutoff, taking what
@@ -703,12 +716,12 @@ function index.recentExpire(cutoff)
   until left or #times < 16
   if dropped == 0 then return end
   write('LTRIM', KEYS[K.RECENT], dropped, -1)
-  local latest = S.recent_last > 0 and fmt(S.recent_last)
   local held, unread, fields = {}, {}, {} -- what the gone groups hold; those to read; the hash's
   for _, t in ipairs(gone) do
-    if t == latest then
-      held[#held + 1] = S.recent_last_held
-      S.recent_last_held = zeros(ND)
+    local f = index.slot(t)
+    if f then
+      held[#held + 1] = S[f .. '_held']
+      S[f .. '_held'] = zeros(ND)
     else
       local g = index.groups[t]
       if g then held[#held + 1] = g elseif g == nil then unread[#unread + 1] = t end
@@ -1018,6 +1031,7 @@ function index.rebuild()
     unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   index.groups, index.groupsDirty = {}, {}
   S.recent_last, S.recent_last_held = 0, zeros(ND)
+  S.recent_prev, S.recent_prev_held = 0, zeros(ND)
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
   S.recent_held = zeros(ND)
   local recent = {}
