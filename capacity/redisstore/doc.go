@@ -64,7 +64,7 @@
 // re-indexed once, from its leases and tickets, before it is decided on;
 // 5.x and 6.0 versions keep them alike and re-index nothing among
 // themselves. Scripts 6.1 keep the leases granted lately in groups by grant
-// time ({P:C}:recentheld:K, and the latest group in the state), so a state
+// time ({P:C}:recentheld:K, and the latest two groups in the state), so a state
 // that any other version saved last is re-indexed once by 6.1, and one
 // that 6.1 saved last is re-indexed once by 5.x and 6.0: a rolling deploy
 // keeps one budget and pays a walk of the scope's leases and tickets each

@@ -24,7 +24,8 @@ import (
 //	{P:C}:keycaps:K           fairness keys' cap counters by key; TTL: the state's
 //	{P:C}:recent:K            the times leases were granted within tuning.ReorderWindow, oldest first (list; one entry
 //	                          per lease until scripts 6.1); TTL: the window's
-//	{P:C}:recentheld:K        what the live leases granted at each of those times hold, packed (msgpack), by time; TTL: the window's
+//	{P:C}:recentheld:K        what the live leases granted at each of those times hold, packed (msgpack), by time, but
+//	                          for the latest two groups, which the state holds; TTL: the window's
 //	{P:C}:order:R:K           rank R's tickets by virtual finish (sorted set), R from 0 to capacity.MaxRank; TTL: the tickets'
 //	{P:C}:leasemarks:K        each live lease's mark and charges per bucket, packed (msgpack), by call; TTL: the leases'
 //	{P:C}:lease_expiries:K    live leases by expiry (sorted set); TTL: the leases'
