@@ -58,6 +58,28 @@ function forward.retimeDue()
   end
 end
 
+-- forward.defer leaves the retime that a release or a refund owes to
+-- retimeDue: such a move only brings tickets forward, so one retime after
+-- several gives each ticket the time a retime after each would. Not while
+-- a ticket's time is past and the first tickets were not retimed since
+-- the batch's last other operation (index.retimed): a due ticket keeps the
+-- time it came due at only while every retime finds it due, and a time
+-- kept from before the budget last fell (a claim ahead of it) may be pushed
+-- back by the next retime and brought forward to now by the one after.
+-- Then the move retimes at once, as MemoryStore.Release and Settle do; the
+-- moves after it in the batch find the first tickets retimed and defer.
+function forward.defer()
+  if not index.retimed and S.tickets > 0 then
+    flushTickets()
+    if #call('ZRANGEBYSCORE', KEYS[K.TICKET_TIMES], '-inf', '(' .. NOW, 'LIMIT', 0, 1) > 0 then
+      forward.owed = false
+      retime()
+      return
+    end
+  end
+  forward.owed = true
+end
+
 -- deny returns a denial as the reply holds it (Redis only); blk is the
 -- block in force ({} for none). A caller
 -- whose ticket holds a bucket's capacity for retry waits for that time
@@ -361,7 +383,7 @@ local function settle(c, attempt, delta, lease)
     if forward.owed then forward.retimeDue() end
     retime()
   elseif moves then
-    forward.owed = true -- a refund only brings tickets forward
+    forward.defer() -- a refund only brings tickets forward
   end
   wake()
   return 'ok'
@@ -408,7 +430,7 @@ function forward.release(c, id)
       refund(tk.charge)
       fair.unplace(tk)
       fair.refundKey(tk)
-      forward.owed = true
+      forward.defer()
       wake()
     end
     return 'ok'
@@ -418,7 +440,7 @@ function forward.release(c, id)
     dropLease(c)
     refund(le.charge)
     fair.settleFlow(le.class, le.key, le.weight, le.charge, zeros(ND), le.granted_at)
-    forward.owed = true
+    forward.defer()
     wake()
   end
   return 'ok'
@@ -426,6 +448,9 @@ end
 
 -- run decides the operation with code at ARGV[i] and returns its result.
 local function run(code, c, i)
+  -- A reserve or an observe may leave a kept time early without a retime
+  -- (forward.defer).
+  if code ~= OP.RELEASE and code ~= OP.SETTLE then index.retimed = false end
   if code == OP.RELEASE then
     local m = readLayout(LAYOUTS.release, ARGV, i)
     BOUND1, BOUND2 = m.day_boundary, m.next_boundary

@@ -449,6 +449,7 @@ end
 local function retime()
   S.retime_pending = S.tickets > RETIME_WINDOW and 1 or 0
   S.window_current = 1
+  index.retimed = true -- at NOW, this call (forward.defer)
   if S.tickets == 0 then return end
   local ahead = zeros(NB) -- the charges of the tickets due so far
   local gathered = 0 -- the tickets due at the gathering's end so far

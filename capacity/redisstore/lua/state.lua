@@ -616,6 +616,9 @@ end
 -- came to the hash (index.recentFlush). (Fields, not locals: the library's
 -- main function holds at most 200 locals.)
 resets[#resets + 1] = function() index.groups, index.groupsDirty, index.groupsNew = {}, {}, false end
+-- index.retimed says this call retimed the first tickets since its last
+-- reserve or observe (forward.defer in ops.lua).
+resets[#resets + 1] = function() index.retimed = false end
 
 -- index.slot returns the state field ('recent_last' or 'recent_prev') of
 -- the group of leases granted at time t (fmt's text), if it is one of the
