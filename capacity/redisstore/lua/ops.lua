@@ -29,9 +29,11 @@
 -- retime the tickets itself: it can only bring them forward, so they are
 -- retimed once, before the batch's next reserve or observe, or a settle
 -- that pushes them back, or at its end. retime derives every ticket's time
--- from the budget and the fair order alone, and its expiry from that time
--- and the time told, so the tickets end where each operation followed by
--- its own retime would leave them.
+-- from the budget and the fair order, and its expiry from that time and the
+-- time told, so the tickets end where each operation followed by its own
+-- retime would leave them; but for a due ticket's kept time, which is why
+-- such a move retimes at once while a ticket's time is past
+-- (forward.defer).
 
 -- This file's locals are a block's (do ... end, not indented): in the
 -- function library the next file's start where they end, and a Lua
