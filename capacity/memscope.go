@@ -65,6 +65,7 @@ type scopeState struct {
 	dayUsed  [2]float64 // RequestsPerDay, TokensPerDay
 	dayEnd   time.Time  // end of the current day window
 	granted  [NumDimensions]float64
+	grants   int64 // the leases granted: Mark.Seq of the latest
 	inflight int64
 	nextExp  time.Time // lower bound of the earliest lease or ticket expiry
 	block    Block
@@ -531,7 +532,8 @@ func (m *memScope) grantLease(req *Request, c Charges, fresh bool, weight float6
 		GrantedAt: now, Expires: now.Add(ttl),
 	}
 	m.recent.expire(now.Add(-tuning.ReorderWindow), &m.leases)
-	le.Mark = Mark{Valid: true, Granted: m.granted, InFlight: m.recent.held}
+	m.grants++
+	le.Mark = Mark{Valid: true, Granted: m.granted, InFlight: m.recent.held, Seq: m.grants}
 	slot, gen := m.leases.put(req.Call, le)
 	m.recent.add(le, slot, gen)
 	m.lapsed.drop(le.ID)
@@ -634,8 +636,8 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		}
 		// uncounted: what the provider surely had not counted; since: what
 		// it may or may not have; before: calls granted before the observed
-		// one and still in flight, which may have reached the provider
-		// after it (another worker's, sent late).
+		// one (a lower Mark.Seq) and still in flight, which may have reached
+		// the provider after it (another worker's, sent late).
 		var uncounted, since, before float64
 		if o.Mark.Valid {
 			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
@@ -644,11 +646,11 @@ func (m *memScope) observe(o Observation, now time.Time) {
 			switch {
 			case !o.Mark.Valid:
 				since += float64(le.Charges[d]) // unknown send time: any may have left after it
-			case le.Mark.Granted[d] > o.Mark.Granted[d]:
+			case o.Mark.Seq != 0 && le.Mark.Seq > o.Mark.Seq:
 				// granted after it: counted in since
 			case od.InFlightExcluded:
 				uncounted += float64(le.Charges[d]) // a remaining that excludes calls in flight
-			case le.Mark.Granted[d] < o.Mark.Granted[d]:
+			case o.Mark.Seq == 0 || le.Mark.Seq < o.Mark.Seq:
 				before += float64(le.Charges[d])
 			}
 		}

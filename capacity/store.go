@@ -236,6 +236,11 @@ type Mark struct {
 	// granted within ReorderWindow before it, held per dimension (zero in a
 	// mark from before scripts 4.4).
 	InFlight [NumDimensions]float64
+	// Seq is the grant's number in the scope: the first lease it grants
+	// is 1, each later one the next. Observe counts the live leases of a
+	// lower Seq as granted before the observed call. Zero (a mark from
+	// before scripts 6.2) counts every live lease so.
+	Seq int64
 }
 
 // Lease is a granted reservation, held while the call is in flight.

@@ -43,7 +43,7 @@ const textStateWindow = 24 * time.Hour
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGET. Change it with every change to the scripts.
-const scriptVersion = "6.1"
+const scriptVersion = "6.2"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -64,6 +64,7 @@ const (
 	fieldCharge    = "charge"
 	fieldMark      = "mark"
 	fieldInFlight  = "inflight"
+	fieldSeq       = "seq"
 	fieldAt        = "at"
 	fieldTold      = "told"
 	fieldKey       = "key"
@@ -91,6 +92,7 @@ var (
 		{fieldExpires, kindNumber}, {fieldCharge, kindDimension}, {fieldMark, kindDimension},
 		{fieldKey, kindString}, {fieldWeight, kindNumber}, // its flow (4.0): fair in lua/rules.lua
 		{fieldInFlight, kindDimension}, // what the leases then live, and recent, held (4.4): Mark.InFlight
+		{fieldSeq, kindNumber},         // its grant number (6.2): Mark.Seq
 	}
 	ticketFields = []recordField{
 		{fieldAt, kindNumber}, {fieldExpires, kindNumber}, {fieldClass, kindNumber}, {fieldCharge, kindDimension},
@@ -168,8 +170,8 @@ func luaConstants() []luaConstant {
 			"TICKETS": keyTickets + 1, "TICKET_EXPIRIES": keyTicketExp + 1, "TICKET_TIMES": keyTicketAt + 1,
 			"FLOWS": keyFlows + 1, "KEY_CAPS": keyKeyCaps + 1, "RECENT": keyRecent + 1, "LEASE_MARKS": keyLeaseMarks + 1,
 			"LEASE_EXPIRIES": keyLeaseExpiries + 1, "LAPSED": keyLapsed + 1, "TEXT_UNTIL": keyTextUntil + 1,
-			"RECENT_HELD": keyRecentHeld + 1,
-			"ORDER":       keyOrder + 1, // rank r's tickets in their order: KEYS[K.ORDER + r]
+			"RECENT_HELD": keyRecentHeld + 1, "LIVE_SUMS": keyLiveSums + 1,
+			"ORDER": keyOrder + 1, // rank r's tickets in their order: KEYS[K.ORDER + r]
 		}, "each KEYS index of a scope script, by name (keys.go)"},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},
 		{"TICKET_FIELDS", ticketFields, "a stored ticket (constants.go: ticketFields)"},

@@ -476,6 +476,7 @@ func sameLease(t *rapid.T, a, b capacity.Lease) {
 	a.GrantedAt, b.GrantedAt, a.Expires, b.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	require.Equal(t, a, b)
 	require.Equal(t, ma.Valid, mb.Valid)
+	require.Equal(t, ma.Seq, mb.Seq, "grant numbers")
 	for d := range ma.Granted {
 		require.InDelta(t, ma.Granted[d], mb.Granted[d], 1e-6)
 	}

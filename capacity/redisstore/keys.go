@@ -27,9 +27,12 @@ import (
 //	{P:C}:recentheld:K        what the live leases granted at each of those times hold, packed (msgpack), by time, but
 //	                          for the latest two groups, which the state holds; TTL: the window's
 //	{P:C}:order:R:K           rank R's tickets by virtual finish (sorted set), R from 0 to capacity.MaxRank; TTL: the tickets'
-//	{P:C}:leasemarks:K        each live lease's mark and charges per bucket, packed (msgpack), by call; TTL: the leases'
+//	{P:C}:leasemarks:K        each live lease's mark and charges per bucket, packed (msgpack), by call (scripts 5.0 to 6.1
+//	                          only); TTL: the leases'
 //	{P:C}:lease_expiries:K    live leases by expiry (sorted set); TTL: the leases'
 //	{P:C}:lapsed:K            leases expired or superseded lately, by when they are forgotten (sorted set)
+//	{P:C}:livesums:K          what the live leases hold per bucket, summed by grant number in a tree of radix 16, packed
+//	                          (msgpack; lua/state.lua, index.liveBefore); TTL: the leases'
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //	{P:C}:learn:K:KIND, {P:C}:learnin:K, {P:C}:learnkinds:K   what was learned (see learn.go)
@@ -59,6 +62,7 @@ const (
 	keyLapsed        = keyLeaseExpiries + 1 // added in scripts 5.1
 	keyTextUntil     = keyLapsed + 1        // added in scripts 6.0
 	keyRecentHeld    = keyTextUntil + 1     // added in scripts 6.1
+	keyLiveSums      = keyRecentHeld + 1    // added in scripts 6.2
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -108,7 +112,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
 	}
 	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k, tag+textUntilSuffix,
-		tag+":recentheld:"+k)
+		tag+":recentheld:"+k, tag+":livesums:"+k)
 	return sk
 }
 

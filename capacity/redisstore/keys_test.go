@@ -63,6 +63,7 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":lapsed:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":text_until",
 		tag + ":recentheld:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":livesums:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)
@@ -125,7 +126,7 @@ func TestKeyTTLs(t *testing.T) {
 	near(k.failure+"c1", 10*time.Second)                            // forgotten then
 	near(k.keys[keyFlows], time.Until(l.DayReset.Next(time.Now()))) // fair queuing lives as long as the state
 	near(k.keys[keyRecent], tuning.ReorderWindow)                   // the grants that may still be reordered
-	near(k.keys[keyLeaseMarks], 30*time.Second)                     // as the leases
+	near(k.keys[keyLiveSums], 30*time.Second)                       // as the leases
 	near(k.keys[keyLeaseExpiries], 30*time.Second)                  // as the leases
 	require.Len(t, keys, 9, "no other keys: %v", keys)              // no ticket was booked; one group of recent grants, in the state
 
@@ -135,8 +136,8 @@ func TestKeyTTLs(t *testing.T) {
 	keys = allKeys(t, rdb, prefix)
 	_, ok := keys[k.keys[keyLeases]]
 	require.False(t, ok, "no lease left, no lease key")
-	_, ok = keys[k.keys[keyLeaseMarks]]
-	require.False(t, ok, "no lease left, no lease marks")
+	_, ok = keys[k.keys[keyLiveSums]]
+	require.False(t, ok, "no lease left, no live sums")
 	_, ok = keys[k.keys[keyLeaseExpiries]]
 	require.False(t, ok, "no lease left, no lease expiries")
 	for _, key := range []int{keyEnded, keyLapsed} {
@@ -320,7 +321,7 @@ func TestLeaseKeysExpiredFreeEverySlot(t *testing.T) {
 	require.True(t, reserve("a").Granted)
 	require.True(t, reserve("b").Granted)
 	require.False(t, reserve("c").Granted, "both slots held")
-	require.NoError(t, rdb.Del(ctx, k.keys[keyLeases], k.keys[keyLeaseMarks], k.keys[keyLeaseExpiries]).Err())
+	require.NoError(t, rdb.Del(ctx, k.keys[keyLeases], k.keys[keyLiveSums], k.keys[keyLeaseExpiries]).Err())
 
 	// Safety net only: the slots come back once the lease keys' TTL has
 	// passed (the leases' expiry, 200 ms, plus a second of slack).

@@ -53,7 +53,7 @@ func (s *Store) observeOp(ctx context.Context, k *scopeKeys, obs capacity.Observ
 		inflight = append(inflight, obs.Mark.InFlight[d])
 	}
 	fields := w.put("mark_valid", boolArg(obs.Mark.Valid)).put("mark", mark...).
-		put("excluded", excluded...).put("inflight", inflight...).done()
+		put("excluded", excluded...).put("inflight", inflight...).put("mark_seq", obs.Mark.Seq).done()
 	return &op{ctx: ctx, code: opObserve, fields: fields}
 }
 

@@ -70,6 +70,7 @@ func (r record) lease(sc capacity.Scope, call string) capacity.Lease {
 		le.Mark.Granted[d] = r.n[fieldMark+"."+d.String()]
 		le.Mark.InFlight[d] = r.n[fieldInFlight+"."+d.String()]
 	}
+	le.Mark.Seq = int64(r.n[fieldSeq])
 	le.ID = capacity.LeaseID(call, le.Attempt)
 	return le
 }

@@ -197,3 +197,58 @@ func fcallMicros(b *testing.B, rdb *redis.Client) int64 {
 	}
 	return 0
 }
+
+// BenchmarkReports measures what a provider's report costs Redis with n
+// leases in flight: each iteration reports a token bucket's remaining with
+// the mark of a lease granted halfway, sent by 16 callers at once as a busy
+// scope's settles send them (so in batches). observe needs what the leases
+// granted before the reported one still hold (lua/rules.lua, observe). It
+// reports the scripts' Redis time per report (INFO commandstats) and the
+// longest script call (SLOWLOG).
+func BenchmarkReports(b *testing.B) {
+	for _, n := range []int{10, 100, 1000, 10000} {
+		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
+			s, rdb := newTestStore(b, Options{})
+			ctx := context.Background()
+			l := capacity.Limits{TokensPerMinute: 1 << 40, RequestsPerMinute: 1 << 30}
+			sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "reports"}
+			marks := make([]capacity.Mark, n)
+			for i := range n {
+				res, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: fmt.Sprint("held-", i), Attempt: 1,
+					Charges: capacity.Charges{capacity.Requests: 1, capacity.Tokens: 1000, capacity.InFlight: 1}, TTL: time.Hour})
+				if err != nil || !res.Granted {
+					b.Fatalf("grant: %v %+v", err, res)
+				}
+				marks[i] = res.Lease.Mark
+			}
+			var o capacity.Observation
+			o.Dims[capacity.Tokens] = capacity.DimensionObservation{HasLimit: true, Limit: 1 << 40, HasRemaining: true, Remaining: 1 << 39}
+			o.Mark = marks[n/2]
+			for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "1024"}} {
+				require.NoError(b, rdb.ConfigSet(ctx, kv[0], kv[1]).Err())
+			}
+			require.NoError(b, rdb.Do(ctx, "SLOWLOG", "RESET").Err())
+			before := fcallMicros(b, rdb)
+			b.ResetTimer()
+			var g errgroup.Group
+			g.SetLimit(16)
+			for range b.N {
+				g.Go(func() error { return s.Observe(ctx, sc, o) })
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(fcallMicros(b, rdb)-before)/float64(b.N), "redis-us/report")
+			logs, err := rdb.SlowLogGet(ctx, 1024).Result()
+			require.NoError(b, err)
+			var longest time.Duration
+			for _, e := range logs {
+				if len(e.Args) > 0 && strings.EqualFold(e.Args[0], "fcall") {
+					longest = max(longest, e.Duration)
+				}
+			}
+			b.ReportMetric(float64(longest.Microseconds()), "longest-script-us")
+		})
+	}
+}

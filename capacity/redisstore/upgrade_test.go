@@ -36,6 +36,7 @@ var previousScripts = []struct {
 	{"5.4", "testdata/scripts-v5.4", false}, // a debt, a report or a limit retimes every ticket
 	{"5.5", "testdata/scripts-v5.5", false}, // the state as text fields, not packed
 	{"6.0", "testdata/scripts-v6.0", false}, // a line per lease in the recent grants
+	{"6.1", "testdata/scripts-v6.1", false}, // a report reads every live lease
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
@@ -267,6 +268,9 @@ func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
 		{"5.0", "testdata/scripts-v5.0", true},
 		{"5.5", "testdata/scripts-v5.5", true},
 		{"6.0", "testdata/scripts-v6.0", true},
+		// 6.1 kept each live lease's mark by call, which 6.2 sums by grant
+		// number: rebuilt once.
+		{"6.1", "testdata/scripts-v6.1", true},
 		{scriptVersion, "", false}, // the same version: nothing to rebuild
 	} {
 		t.Run(tt.version, func(t *testing.T) {

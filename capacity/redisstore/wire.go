@@ -72,7 +72,8 @@ var observeLayout = func() wireLayout {
 			l = append(l, num(f+"."+d.String()))
 		}
 	}
-	return append(l, num("mark_valid"), perBucket("mark"), perBucket("excluded"), perBucket("inflight"))
+	return append(l, num("mark_valid"), perBucket("mark"), perBucket("excluded"), perBucket("inflight"),
+		num("mark_seq")) // Mark.Seq (6.2)
 }()
 
 // releaseLayout is a release operation after its code and call (scripts

@@ -8,7 +8,7 @@ local TEXT_FORMAT = 3
 -- textStateWindow (µs)
 local TEXT_STATE_WINDOW = 86400000000
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "6.1"
+local SCRIPT_VERSION = "6.2"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -80,18 +80,18 @@ local DENY = {BLOCKED = 2, CAPACITY = 1, DAILY_QUOTA = 4, DEADLINE = 3, KEY_CAP 
 -- operation codes of a batch, by name (constants.go)
 local OP = {OBSERVE = 3, RELEASE = 4, RESERVE = 1, SETTLE = 2}
 -- values of each operation after its code and call (wire.go)
-local OP_FIELDS = {[1] = 23, [2] = 18, [3] = 31, [4] = 3}
+local OP_FIELDS = {[1] = 23, [2] = 18, [3] = 32, [4] = 3}
 -- each message's fields {name, width, kind}, in order (wire.go), read by readLayout
 local LAYOUTS = {
   limits = {{"format", 1, "string"}, {"limit", 7, "number"}, {"burst_ns", 1, "number"}, {"burst", 1, "number"}, {"token_burst", 1, "number"}, {"margin", 1, "number"}, {"zone", 1, "string"}, {"offset", 1, "number"}, {"zone_offset", 1, "number"}, {"standard_floor", 1, "number"}, {"bulk_floor", 1, "number"}, {"aging_ns", 1, "number"}},
-  observe = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"has_limit.requests", 1, "number"}, {"limit.requests", 1, "number"}, {"has_remaining.requests", 1, "number"}, {"remaining.requests", 1, "number"}, {"has_limit.input_tokens", 1, "number"}, {"limit.input_tokens", 1, "number"}, {"has_remaining.input_tokens", 1, "number"}, {"remaining.input_tokens", 1, "number"}, {"has_limit.output_tokens", 1, "number"}, {"limit.output_tokens", 1, "number"}, {"has_remaining.output_tokens", 1, "number"}, {"remaining.output_tokens", 1, "number"}, {"has_limit.tokens", 1, "number"}, {"limit.tokens", 1, "number"}, {"has_remaining.tokens", 1, "number"}, {"remaining.tokens", 1, "number"}, {"mark_valid", 1, "number"}, {"mark", 4, "number"}, {"excluded", 4, "number"}, {"inflight", 4, "number"}},
+  observe = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"has_limit.requests", 1, "number"}, {"limit.requests", 1, "number"}, {"has_remaining.requests", 1, "number"}, {"remaining.requests", 1, "number"}, {"has_limit.input_tokens", 1, "number"}, {"limit.input_tokens", 1, "number"}, {"has_remaining.input_tokens", 1, "number"}, {"remaining.input_tokens", 1, "number"}, {"has_limit.output_tokens", 1, "number"}, {"limit.output_tokens", 1, "number"}, {"has_remaining.output_tokens", 1, "number"}, {"remaining.output_tokens", 1, "number"}, {"has_limit.tokens", 1, "number"}, {"limit.tokens", 1, "number"}, {"has_remaining.tokens", 1, "number"}, {"remaining.tokens", 1, "number"}, {"mark_valid", 1, "number"}, {"mark", 4, "number"}, {"excluded", 4, "number"}, {"inflight", 4, "number"}, {"mark_seq", 1, "number"}},
   release = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"id", 1, "string"}},
   reserve = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"attempt", 1, "number"}, {"class", 1, "number"}, {"charges", 7, "number"}, {"ttl", 1, "number"}, {"deadline", 1, "number"}, {"book", 1, "number"}, {"since", 1, "number"}, {"rank", 1, "number"}, {"floor", 1, "number"}, {"weight", 1, "number"}, {"key", 1, "string"}, {"share", 1, "number"}, {"tokens_per_day", 1, "number"}, {"fair_start", 1, "number"}, {"limits", 1, "string"}},
   settle = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"attempt", 1, "number"}, {"delta", 7, "number"}, {"class", 1, "number"}, {"key", 1, "string"}, {"weight", 1, "number"}, {"reserved", 4, "number"}, {"granted_at", 1, "number"}},
 }
 -- each KEYS index of a scope script, by name (keys.go)
-local K = {CRED_BLOCK = 2, EPOCH = 1, FLOWS = 9, KEY_CAPS = 10, LAPSED = 22, LEASES = 4, LEASE_EXPIRIES = 21, LEASE_MARKS = 20, ORDER = 12, RECENT = 11, RECENT_HELD = 24, STATE = 3, TEXT_UNTIL = 23, TICKETS = 5, TICKET_EXPIRIES = 6, TICKET_TIMES = 7}
+local K = {CRED_BLOCK = 2, EPOCH = 1, FLOWS = 9, KEY_CAPS = 10, LAPSED = 22, LEASES = 4, LEASE_EXPIRIES = 21, LEASE_MARKS = 20, LIVE_SUMS = 25, ORDER = 12, RECENT = 11, RECENT_HELD = 24, STATE = 3, TEXT_UNTIL = 23, TICKETS = 5, TICKET_EXPIRIES = 6, TICKET_TIMES = 7}
 -- a stored lease (constants.go: leaseFields)
-local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}, {"inflight", "dimension"}}
+local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}, {"inflight", "dimension"}, {"seq", "number"}}
 -- a stored ticket (constants.go: ticketFields)
 local TICKET_FIELDS = {{"at", "number"}, {"expires", "number"}, {"class", "number"}, {"charge", "dimension"}, {"told", "number"}, {"key", "string"}, {"rank", "number"}, {"floor", "number"}, {"weight", "number"}, {"start", "number"}, {"finish", "number"}}

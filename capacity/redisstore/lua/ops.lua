@@ -410,7 +410,7 @@ end
 local function observeOp(i)
   local m = readLayout(LAYOUTS.observe, ARGV, i)
   local o = {hasLimit = {}, limit = {}, hasRemaining = {}, remaining = {}, markValid = m.mark_valid == 1,
-    mark = m.mark, excluded = {}, inflight = m.inflight}
+    mark = m.mark, seq = m.mark_seq, excluded = {}, inflight = m.inflight}
   for d = 1, NB do
     local b = DIMENSIONS[d]
     o.hasLimit[d], o.limit[d] = m['has_limit.' .. b] == 1, m['limit.' .. b]

@@ -842,24 +842,29 @@ local function observe(o)
   local moved = lowerLimits(o)
   local margin = S.margin
   if margin == 0 then margin = DEFAULT_MARGIN end
-  local live -- the leases in flight (their marks and charges), read once
+  -- What the live leases granted before the observed one hold, and what
+  -- it holds if live, read once: every live lease, for a mark that is not
+  -- valid or has no grant number (index.liveBefore).
+  local earlier, own
   for d = 1, NB do
     if o.hasRemaining[d] and S.capacity[d] > 0 then
       -- uncounted: what the provider surely had not counted; since: what
       -- it may or may not have; before: calls granted before the observed
-      -- one and still in flight (memScope.observe).
-      local uncounted, since, before = 0, 0, 0
-      if o.markValid then since = max(0, S.granted[d] - o.mark[d]) end
-      live = live or index.liveMarks()
-      for _, le in pairs(live) do
-        if not o.markValid then
-          since = since + le.charge[d]
-        elseif le.mark[d] <= o.mark[d] then -- a later grant is counted in since
-          if o.excluded[d] then
-            uncounted = uncounted + le.charge[d]
-          elseif le.mark[d] < o.mark[d] then
-            before = before + le.charge[d]
-          end
+      -- one (a lower grant number) and still in flight (memScope.observe).
+      local uncounted, before, since = 0, 0
+      if not earlier then
+        local n = o.seq
+        if not o.markValid or n <= 0 then n = S.grants + 1 end
+        earlier, own = index.liveBefore(n)
+      end
+      if not o.markValid then
+        since = earlier[d]
+      else
+        since = max(0, S.granted[d] - o.mark[d])
+        if o.excluded[d] then
+          uncounted = earlier[d] + own[d] -- a later grant is counted in since
+        else
+          before = earlier[d]
         end
       end
       -- The calls in flight at its grant, answered since, are in neither

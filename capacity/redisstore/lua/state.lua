@@ -275,6 +275,8 @@ local STATE_SCHEMA = {
   {'recent_last_held', 'dimension', packed = true}, -- Redis only: what its live leases hold (6.1)
   {'recent_prev', 'number', packed = true}, -- Redis only: the grant time of the group before it (6.1)
   {'recent_prev_held', 'dimension', packed = true}, -- Redis only: what its live leases hold (6.1)
+  {'grants', 'number', packed = true}, -- the leases granted: Mark.Seq of the latest (memScope.grants; 6.2)
+  {'live_from', 'number', packed = true}, -- Redis only: at or below the lowest grant number live (index.liveBefore; 6.2)
 }
 
 -- STATE_KINDS is each state field's kind, by name; TEXT_KINDS the same
@@ -505,7 +507,8 @@ local function load(create)
   end
   if not create then return false end
   write('DEL', KEYS[K.LEASES], KEYS[K.TICKETS], KEYS[K.TICKET_EXPIRIES], KEYS[K.TICKET_TIMES], KEYS[K.FLOWS], KEYS[K.KEY_CAPS],
-    KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
+    KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], KEYS[K.LIVE_SUMS],
+    unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   S = stored.withDefaults(newState())
   S.format, S.epoch, S.text_until = STATE_FORMAT, EPOCH, mark
   recompute()
@@ -556,7 +559,7 @@ local function dropLease(c)
   local le = getLease(c)
   if le then
     index.recentEnded(le)
-    index.marksDrop(c)
+    index.liveAdd(le, -1)
     index.expiryDrop(c)
     LEASES[c], DIRTY[c] = false, true
     S.leases = S.leases - 1
@@ -761,20 +764,110 @@ function index.recentFlush()
   index.groupsDirty, index.groupsNew = {}, false
 end
 
--- The lease marks are each live lease's mark and charges per bucket, packed
--- with cmsgpack in the hash KEYS[K.LEASE_MARKS] by call: what a report
--- reads of every lease in flight (observe), unpacked in C rather than
--- decoded from the lease's record line (Redis only).
+-- The live sums are what the live leases hold per bucket, summed by their
+-- grant numbers (le.seq, Mark.Seq) in a tree of radix LIVE_RADIX (Redis
+-- only), in the hash KEYS[K.LIVE_SUMS]: field '0:n' holds the charges of
+-- lease n, and field 'l:j', for l from 1 to LIVE_LEVELS, the sum of those
+-- of the leases numbered j * LIVE_RADIX^l to (j + 1) * LIVE_RADIX^l - 1,
+-- each a number per bucket packed with cmsgpack; a sum of zero is no
+-- field, and neither is a lease that holds nothing of any bucket. A grant
+-- or an end changes one field per level, and what the leases granted
+-- before a given one hold is read in at most LIVE_RADIX - 1 fields per
+-- level (index.liveBefore), where a report read every live lease until
+-- scripts 6.2 (observe). S.live_from is at or below the lowest number of a
+-- live lease. The memory store walks its leases (memScope.observe): the
+-- sums are the same.
+index.LIVE_RADIX, index.LIVE_LEVELS = 16, 4
 
--- index.marksPut records lease le of call c.
-function index.marksPut(c, le)
-  local v = {}
-  for d = 1, NB do v[d], v[NB + d] = le.mark[d], le.charge[d] end
-  write('HSET', KEYS[K.LEASE_MARKS], c, cmsgpack.pack(v))
+-- index.live caches the fields of the live sums this call read or changed
+-- (false: none), and index.liveDirty lists those to write (index.liveFlush).
+resets[#resets + 1] = function() index.live, index.liveDirty = {}, {} end
+
+-- index.liveField names the field of level l that holds grant number n.
+function index.liveField(l, n)
+  return l .. ':' .. fmt(floor(n / index.LIVE_RADIX ^ l))
 end
 
--- index.marksDrop forgets call c's lease.
-function index.marksDrop(c) write('HDEL', KEYS[K.LEASE_MARKS], c) end
+-- index.liveRead returns the sums of the named fields, as lists of NB
+-- numbers (false: none), reading those this call has not in one HMGET.
+function index.liveRead(names)
+  local missing = {}
+  for _, f in ipairs(names) do
+    if index.live[f] == nil then missing[#missing + 1] = f end
+  end
+  if #missing > 0 then
+    local got = call('HMGET', KEYS[K.LIVE_SUMS], unpack(missing))
+    for i, f in ipairs(missing) do index.live[f] = got[i] and cmsgpack.unpack(got[i]) or false end
+  end
+  local out = {}
+  for i, f in ipairs(names) do out[i] = index.live[f] end
+  return out
+end
+
+-- index.liveAdd adds lease le's charges, times sign (1: granted, -1:
+-- ended), to the sums of its grant number.
+function index.liveAdd(le, sign)
+  local any = false
+  for d = 1, NB do any = any or le.charge[d] ~= 0 end
+  if not any or le.seq <= 0 then return end
+  local names = {}
+  for l = 0, index.LIVE_LEVELS do names[l + 1] = index.liveField(l, le.seq) end
+  local sums = index.liveRead(names)
+  for i, f in ipairs(names) do
+    local v, held = sums[i] or zeros(NB), false
+    for d = 1, NB do
+      v[d] = v[d] + sign * le.charge[d]
+      held = held or v[d] ~= 0
+    end
+    index.live[f], index.liveDirty[f] = held and v, true
+  end
+end
+
+-- index.liveBefore returns what the live leases numbered below n hold, a
+-- number per bucket, and what lease n holds if it is live.
+function index.liveBefore(n)
+  local radix, levels = index.LIVE_RADIX, index.LIVE_LEVELS
+  n = max(0, min(floor(n), S.grants + 1))
+  local names, top = {}, radix ^ levels
+  -- [0, n) is the fields of each level l below the top from radix * q(l+1)
+  -- to q(l) - 1, q(l) = floor(n / radix^l), and the top's below q(levels).
+  for l = 0, levels - 1 do
+    local q = floor(n / radix ^ l)
+    for j = floor(q / radix) * radix, q - 1 do names[#names + 1] = l .. ':' .. fmt(j) end
+  end
+  local first = #names + 1
+  for j = floor(S.live_from / top), floor(n / top) - 1 do names[#names + 1] = levels .. ':' .. fmt(j) end
+  names[#names + 1] = index.liveField(0, n)
+  local sums, before = index.liveRead(names), zeros(NB)
+  for i = 1, #names - 1 do
+    local v = sums[i]
+    if v then
+      for d = 1, NB do before[d] = before[d] + v[d] end
+    elseif i == first then
+      -- No lease is live below the next top field: start from it.
+      first = first + 1
+      S.live_from = max(S.live_from, (floor(S.live_from / top) + 1) * top)
+    end
+  end
+  -- Sums whose key expired before the leases' did are never below zero.
+  for d = 1, NB do before[d] = max(0, before[d]) end
+  return before, sums[#names] or zeros(NB)
+end
+
+-- index.liveFlush writes the sums changed since the last flush.
+function index.liveFlush()
+  local set, del = {}, {}
+  for f in pairs(index.liveDirty) do
+    if index.live[f] then
+      set[#set + 1], set[#set + 2] = f, cmsgpack.pack(index.live[f])
+    else
+      del[#del + 1] = f
+    end
+  end
+  if #set > 0 then write('HSET', KEYS[K.LIVE_SUMS], unpack(set)) end
+  if #del > 0 then write('HDEL', KEYS[K.LIVE_SUMS], unpack(del)) end
+  index.liveDirty = {}
+end
 
 -- The lease expiries are the live leases by expiry, a sorted set
 -- (KEYS[K.LEASE_EXPIRIES]): the expired ones and the next expiry are found
@@ -785,21 +878,6 @@ function index.expiryPut(c, t) write('ZADD', KEYS[K.LEASE_EXPIRIES], t, c) end
 
 -- index.expiryDrop forgets call c's lease.
 function index.expiryDrop(c) write('ZREM', KEYS[K.LEASE_EXPIRIES], c) end
-
--- index.liveMarks returns every live lease as {mark = ..., charge = ...},
--- a number per bucket each.
-function index.liveMarks()
-  local out = {}
-  if S.leases == 0 then return out end
-  local all = call('HGETALL', KEYS[K.LEASE_MARKS])
-  for i = 2, #all, 2 do
-    local v = cmsgpack.unpack(all[i])
-    local le = {mark = {}, charge = {}}
-    for d = 1, NB do le.mark[d], le.charge[d] = v[d], v[NB + d] end
-    out[#out + 1] = le
-  end
-  return out
-end
 
 -- noteExpiry records a lease's or ticket's expiry t in field, a lower
 -- bound of the next expiry of its kind.
@@ -819,8 +897,10 @@ local function grantLease(c, fresh, req, weight)
   le.key, le.weight = req.key, weight
   index.recentExpire(NOW - REORDER_WINDOW)
   for d = 1, ND do le.charge[d], le.mark[d], le.inflight[d] = c[d], S.granted[d], S.recent_held[d] end
+  S.grants = S.grants + 1
+  le.seq = S.grants
   index.recentAdd(le)
-  index.marksPut(req.call, le)
+  index.liveAdd(le, 1)
   index.expiryPut(req.call, le.expires)
   putLease(req.call, le)
   write('ZREM', KEYS[K.LAPSED], req.call .. '#' .. req.attempt) -- granted again: live, not lapsed
@@ -1024,30 +1104,44 @@ end
 -- index.keptBy are the versions of the scripts that keep these indexes as
 -- this one does: a state one of them saved last needs no rebuild. A state
 -- of any other version, older or newer (a rollback), is re-indexed.
-index.keptBy = {[SCRIPT_VERSION] = true} -- 6.1 groups the recent grants; 5.0 to 6.0 kept a line per lease
+index.keptBy = {[SCRIPT_VERSION] = true} -- 6.2 sums the live leases by grant number; 6.1 kept a line per lease
 
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
 -- walk over them, when a state saved by a version of the scripts that does
--- not keep them (index.keptBy) is loaded (a rolling deploy).
+-- not keep them (index.keptBy) is loaded (a rolling deploy). A lease that
+-- such a version granted, or wrote again, has no grant number: it takes
+-- the next, in the order the leases were granted.
 function index.rebuild()
-  write('DEL', KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES],
+  write('DEL', KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], KEYS[K.LIVE_SUMS],
     unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   index.groups, index.groupsDirty = {}, {}
+  index.live, index.liveDirty = {}, {}
   S.recent_last, S.recent_last_held = 0, zeros(ND)
   S.recent_prev, S.recent_prev_held = 0, zeros(ND)
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
   S.recent_held = zeros(ND)
-  local recent = {}
+  local leases = {}
   for c, le in pairs(allLeases()) do
-    if index.recentInWindow(le.granted_at) then recent[#recent + 1] = {c, le} end
-    index.marksPut(c, le)
+    leases[#leases + 1] = {c, le}
     index.expiryPut(c, le.expires)
+    S.grants = max(S.grants, le.seq)
   end
-  table.sort(recent, function(a, b)
+  table.sort(leases, function(a, b)
     if a[2].granted_at ~= b[2].granted_at then return a[2].granted_at < b[2].granted_at end
     return a[1] < b[1]
   end)
-  for _, e in ipairs(recent) do index.recentAdd(e[2]) end
+  S.live_from = S.grants + 1
+  for _, e in ipairs(leases) do
+    local c, le = e[1], e[2]
+    if le.seq <= 0 then
+      S.grants = S.grants + 1
+      le.seq = S.grants
+      putLease(c, le)
+    end
+    S.live_from = min(S.live_from, le.seq)
+    if index.recentInWindow(le.granted_at) then index.recentAdd(le) end
+    index.liveAdd(le, 1)
+  end
   for _, e in ipairs(allTickets()) do index.orderPut(e[1], e[2]) end
 end
 
@@ -1120,10 +1214,11 @@ local function save()
   flushTickets()
   flushFlows()
   index.recentFlush()
+  index.liveFlush()
   if NEW_LEASE_KEY or (S.leases > 0 and S.last_expiry > S.lease_key_expiry) then
     S.lease_key_expiry = S.last_expiry + SLACK
     write('PEXPIRE', KEYS[K.LEASES], ceil((S.lease_key_expiry - NOW) / 1000))
-    write('PEXPIRE', KEYS[K.LEASE_MARKS], ceil((S.lease_key_expiry - NOW) / 1000))
+    write('PEXPIRE', KEYS[K.LIVE_SUMS], ceil((S.lease_key_expiry - NOW) / 1000))
     write('PEXPIRE', KEYS[K.LEASE_EXPIRIES], ceil((S.lease_key_expiry - NOW) / 1000))
   end
   if NEW_TICKET_KEY or (S.tickets > 0 and S.last_expiry > S.ticket_key_expiry) then
