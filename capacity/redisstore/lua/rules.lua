@@ -618,6 +618,7 @@ local function reclaimLeases()
     if S.leases > live then
       dead = dead + S.leases - live
       S.leases = live
+      if live == 0 then index.liveEmptied() end
     end
   end
   local first = call('ZRANGEBYSCORE', KEYS[K.LEASE_EXPIRIES], '(' .. fmt(NOW), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)

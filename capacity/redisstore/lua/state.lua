@@ -277,6 +277,7 @@ local STATE_SCHEMA = {
   {'recent_prev_held', 'dimension', packed = true}, -- Redis only: what its live leases hold (6.1)
   {'grants', 'number', packed = true}, -- the leases granted: Mark.Seq of the latest (memScope.grants; 6.2)
   {'live_from', 'number', packed = true}, -- Redis only: at or below the lowest grant number live (index.liveBefore; 6.2)
+  {'live_tree', 'number', packed = true}, -- Redis only: 1 while the live sums are a tree (index.liveAdd; 6.2)
 }
 
 -- STATE_KINDS is each state field's kind, by name; TEXT_KINDS the same
@@ -764,36 +765,43 @@ function index.recentFlush()
   index.groupsDirty, index.groupsNew = {}, false
 end
 
--- The live sums are what the live leases hold per bucket, summed by their
--- grant numbers (le.seq, Mark.Seq) in a tree of radix LIVE_RADIX (Redis
--- only), in the hash KEYS[K.LIVE_SUMS]: field '0:n' holds the charges of
--- lease n, and field 'l:j', for l from 1 to LIVE_LEVELS, the sum of those
--- of the leases numbered j * LIVE_RADIX^l to (j + 1) * LIVE_RADIX^l - 1,
--- each a number per bucket packed with cmsgpack; a sum of zero is no
--- field, and neither is a lease that holds nothing of any bucket. A grant
--- or an end changes one field per level, and what the leases granted
--- before a given one hold is read in at most LIVE_RADIX - 1 fields per
--- level (index.liveBefore), where a report read every live lease until
--- scripts 6.2 (observe). S.live_from is at or below the lowest number of a
--- live lease. The memory store walks its leases (memScope.observe): the
+-- The live sums are what the live leases hold per bucket, by grant number
+-- (le.seq, Mark.Seq), in the hash KEYS[K.LIVE_SUMS] (Redis only): field
+-- '0:n' holds the charges of lease n, a number per bucket packed with
+-- cmsgpack (a lease that holds nothing of any bucket has none). While at
+-- most LIVE_FLAT leases are live that is all, and a report reads the
+-- fields. Past LIVE_FLAT, the hash also sums them in a tree of radix
+-- LIVE_RADIX (S.live_tree = 1, until no lease is live): field 'l:j', for
+-- l from 1 to LIVE_LEVELS, holds the sum of leases j * LIVE_RADIX^l to
+-- (j + 1) * LIVE_RADIX^l - 1; a sum of zero is no field. A grant or an end
+-- then changes one field per level, and what the leases granted before a
+-- given one hold is read in at most LIVE_RADIX - 1 fields per level, and
+-- the top level's from S.live_from, at or below the lowest number live
+-- (index.liveBefore). Until scripts 6.2 a report read every live lease
+-- (observe). The memory store walks its leases (memScope.observe): the
 -- sums are the same.
-index.LIVE_RADIX, index.LIVE_LEVELS = 16, 4
+index.LIVE_FLAT, index.LIVE_RADIX, index.LIVE_LEVELS = 16, 16, 4
+index.LIVE_SPAN = {} -- how many grant numbers a field of level l sums: LIVE_SPAN[l + 1]
+for l = 0, index.LIVE_LEVELS do index.LIVE_SPAN[l + 1] = index.LIVE_RADIX ^ l end
 
 -- index.live caches the fields of the live sums this call read or changed
 -- (false: none), and index.liveDirty lists those to write (index.liveFlush).
-resets[#resets + 1] = function() index.live, index.liveDirty = {}, {} end
+-- index.liveNone says that a field index.live lacks is empty (no lease was
+-- live at a grant, or none is after an end), and index.liveClear that the
+-- hash is deleted at the flush, before it writes.
+resets[#resets + 1] = function() index.live, index.liveDirty, index.liveNone, index.liveClear = {}, {}, false, false end
 
--- index.liveField names the field of level l that holds grant number n.
-function index.liveField(l, n)
-  return l .. ':' .. fmt(floor(n / index.LIVE_RADIX ^ l))
-end
+-- index.liveName names field j of level l.
+function index.liveName(l, j) return string.format('%d:%d', l, j) end
 
 -- index.liveRead returns the sums of the named fields, as lists of NB
 -- numbers (false: none), reading those this call has not in one HMGET.
 function index.liveRead(names)
   local missing = {}
   for _, f in ipairs(names) do
-    if index.live[f] == nil then missing[#missing + 1] = f end
+    if index.live[f] == nil then
+      if index.liveNone then index.live[f] = false else missing[#missing + 1] = f end
+    end
   end
   if #missing > 0 then
     local got = call('HMGET', KEYS[K.LIVE_SUMS], unpack(missing))
@@ -804,41 +812,101 @@ function index.liveRead(names)
   return out
 end
 
--- index.liveAdd adds lease le's charges, times sign (1: granted, -1:
--- ended), to the sums of its grant number.
-function index.liveAdd(le, sign)
-  local any = false
-  for d = 1, NB do any = any or le.charge[d] ~= 0 end
-  if not any or le.seq <= 0 then return end
+-- index.liveLeases returns the charges of every live lease, by grant
+-- number: while the sums are flat, at most LIVE_FLAT fields.
+function index.liveLeases()
+  local out = {}
+  if not index.liveNone then
+    local all = call('HGETALL', KEYS[K.LIVE_SUMS])
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == '0:' then out[tonumber(string.sub(all[i], 3))] = cmsgpack.unpack(all[i + 1]) end
+    end
+  end
+  for f, v in pairs(index.live) do -- this call's own changes
+    if string.sub(f, 1, 2) == '0:' then out[tonumber(string.sub(f, 3))] = v or nil end
+  end
+  return out
+end
+
+-- index.liveApply adds charges c of lease n, times sign (1: granted, -1:
+-- ended), to its field and, in a tree, to the sums above it.
+function index.liveApply(n, c, sign)
   local names = {}
-  for l = 0, index.LIVE_LEVELS do names[l + 1] = index.liveField(l, le.seq) end
+  for l = 1, S.live_tree * index.LIVE_LEVELS do names[l] = index.liveName(l, floor(n / index.LIVE_SPAN[l + 1])) end
   local sums = index.liveRead(names)
   for i, f in ipairs(names) do
-    local v, held = sums[i] or zeros(NB), false
+    local v, held = sums[i] or {}, false
     for d = 1, NB do
-      v[d] = v[d] + sign * le.charge[d]
+      v[d] = (v[d] or 0) + sign * c[d]
       held = held or v[d] ~= 0
     end
     index.live[f], index.liveDirty[f] = held and v, true
   end
+  local own = index.liveName(0, n)
+  index.live[own], index.liveDirty[own] = sign > 0 and {unpack(c, 1, NB)}, true
+end
+
+-- index.liveEmptied says no lease is live any more: the sums are deleted,
+-- and flat again.
+function index.liveEmptied()
+  index.live, index.liveDirty, index.liveNone, index.liveClear = {}, {}, true, true
+  S.live_tree = 0
+end
+
+-- index.liveAdd adds lease le's charges, times sign (1: granted, -1:
+-- ended), to the sums. It is called before S.leases counts the change.
+function index.liveAdd(le, sign)
+  local c, holds = le.charge, false
+  for d = 1, NB do
+    if c[d] ~= 0 then holds = true break end
+  end
+  if not holds or le.seq <= 0 then return end
+  if S.leases == 0 then
+    -- The last end deleted the sums.
+    index.liveNone, S.live_tree = true, 0
+  elseif sign < 0 and S.leases == 1 then
+    index.liveEmptied()
+    return
+  elseif sign > 0 and S.live_tree == 0 and S.leases >= index.LIVE_FLAT then
+    -- Past LIVE_FLAT leases: sum those live in the tree.
+    S.live_tree = 1
+    S.live_from = le.seq
+    for n, v in pairs(index.liveLeases()) do
+      index.liveApply(n, v, 1)
+      S.live_from = min(S.live_from, n)
+    end
+  end
+  index.liveApply(le.seq, c, sign)
 end
 
 -- index.liveBefore returns what the live leases numbered below n hold, a
 -- number per bucket, and what lease n holds if it is live.
 function index.liveBefore(n)
-  local radix, levels = index.LIVE_RADIX, index.LIVE_LEVELS
   n = max(0, min(floor(n), S.grants + 1))
-  local names, top = {}, radix ^ levels
+  local before = zeros(NB)
+  if S.live_tree == 0 then
+    local own
+    for m, v in pairs(index.liveLeases()) do
+      if m < n then
+        for d = 1, NB do before[d] = before[d] + v[d] end
+      elseif m == n then
+        own = v
+      end
+    end
+    return before, own or zeros(NB)
+  end
+  local radix, levels = index.LIVE_RADIX, index.LIVE_LEVELS
+  local names, top = {}, index.LIVE_SPAN[levels + 1]
   -- [0, n) is the fields of each level l below the top from radix * q(l+1)
   -- to q(l) - 1, q(l) = floor(n / radix^l), and the top's below q(levels).
   for l = 0, levels - 1 do
-    local q = floor(n / radix ^ l)
-    for j = floor(q / radix) * radix, q - 1 do names[#names + 1] = l .. ':' .. fmt(j) end
+    local q = floor(n / index.LIVE_SPAN[l + 1])
+    for j = floor(q / radix) * radix, q - 1 do names[#names + 1] = index.liveName(l, j) end
   end
   local first = #names + 1
-  for j = floor(S.live_from / top), floor(n / top) - 1 do names[#names + 1] = levels .. ':' .. fmt(j) end
-  names[#names + 1] = index.liveField(0, n)
-  local sums, before = index.liveRead(names), zeros(NB)
+  for j = floor(S.live_from / top), floor(n / top) - 1 do names[#names + 1] = index.liveName(levels, j) end
+  names[#names + 1] = index.liveName(0, n)
+  local sums = index.liveRead(names)
   for i = 1, #names - 1 do
     local v = sums[i]
     if v then
@@ -864,9 +932,13 @@ function index.liveFlush()
       del[#del + 1] = f
     end
   end
+  if index.liveClear then
+    write('DEL', KEYS[K.LIVE_SUMS])
+  elseif #del > 0 then
+    write('HDEL', KEYS[K.LIVE_SUMS], unpack(del))
+  end
   if #set > 0 then write('HSET', KEYS[K.LIVE_SUMS], unpack(set)) end
-  if #del > 0 then write('HDEL', KEYS[K.LIVE_SUMS], unpack(del)) end
-  index.liveDirty = {}
+  index.liveDirty, index.liveNone, index.liveClear = {}, false, false
 end
 
 -- The lease expiries are the live leases by expiry, a sorted set
@@ -1115,7 +1187,6 @@ function index.rebuild()
   write('DEL', KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], KEYS[K.LIVE_SUMS],
     unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   index.groups, index.groupsDirty = {}, {}
-  index.live, index.liveDirty = {}, {}
   S.recent_last, S.recent_last_held = 0, zeros(ND)
   S.recent_prev, S.recent_prev_held = 0, zeros(ND)
   S.recent_cutoff = max(S.recent_cutoff, NOW - REORDER_WINDOW)
@@ -1130,6 +1201,8 @@ function index.rebuild()
     if a[2].granted_at ~= b[2].granted_at then return a[2].granted_at < b[2].granted_at end
     return a[1] < b[1]
   end)
+  index.liveEmptied()
+  if #leases > index.LIVE_FLAT then S.live_tree = 1 end
   S.live_from = S.grants + 1
   for _, e in ipairs(leases) do
     local c, le = e[1], e[2]
@@ -1140,7 +1213,9 @@ function index.rebuild()
     end
     S.live_from = min(S.live_from, le.seq)
     if index.recentInWindow(le.granted_at) then index.recentAdd(le) end
-    index.liveAdd(le, 1)
+    local holds = false
+    for d = 1, NB do holds = holds or le.charge[d] ~= 0 end
+    if holds then index.liveApply(le.seq, le.charge, 1) end
   end
   for _, e in ipairs(allTickets()) do index.orderPut(e[1], e[2]) end
 end
