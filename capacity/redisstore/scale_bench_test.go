@@ -99,15 +99,21 @@ func BenchmarkHotScope(b *testing.B) {
 	b.Run("burst=default,settle=refund", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{settle: scaleSettleRefund}) })
 	b.Run("burst=default,settle=debt", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{settle: scaleSettleDebt}) })
 	b.Run("burst=default,tenants=4", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{tenants: 4}) })
+	b.Run("burst=default,hold=4s,reports", func(b *testing.B) { benchmarkHotScope(b, 0, scaleHotShape{reportHold: 4 * time.Second}) })
 }
 
 // scaleHotShape is what a row of BenchmarkHotScope changes in its calls:
 // settle, calls that reserve tokens and settle with fewer or more
 // (scaleSettleCharges; "": a request each, settled as reserved); tenants,
-// callers spread over that many fairness keys of equal weight.
+// callers spread over that many fairness keys of equal weight; reportHold,
+// calls held that long (about 800 in flight) whose answers each report
+// rate-limit headers, as OpenAI's do (scaleReportObs; 0: held scaleHold,
+// no reports), with twice the callers unless TOLLGATE_SCALE_CALLERS says
+// (the first second's burst takes 1,000, and they hold it for that long).
 type scaleHotShape struct {
-	settle  string
-	tenants int
+	settle     string
+	tenants    int
+	reportHold time.Duration
 }
 
 // scaleBursts are the buckets the scale benchmarks run at: the default
@@ -122,6 +128,9 @@ var scaleBursts = []struct {
 func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	run := scaleSetup(b, "hot", 8)
 	run.burst, run.shape = burst, shape
+	if shape.reportHold > 0 && os.Getenv(scaleEnvCallers) == "" {
+		run.callers *= 2
+	}
 	reps, srv := run.run(b, 0)
 	var (
 		casCommits, casConflicts                                int64
@@ -189,8 +198,12 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	if shape.tenants > 0 {
 		settle += fmt.Sprintf(", over %d fairness keys", shape.tenants)
 	}
+	hold := scaleHold
+	if shape.reportHold > 0 {
+		hold, settle = shape.reportHold, settle+", then report the answer's headers"
+	}
 	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget with %s, hold %v, %s, %.0f s on %s",
-		run.procs, run.callers/run.procs, run.callers, scaleBucket(burst), scaleHold, settle, secs, run.addr)
+		run.procs, run.callers/run.procs, run.callers, scaleBucket(burst), hold, settle, secs, run.addr)
 	b.Logf("  grants: %d = %.1f/s; per 1-s window %v (min %d, max %d after the burst window)", grants, g/secs, perSec, lo, hi)
 	b.Logf("  Reserve latency (inside Store.Reserve, %d calls): p50 %.0f µs, p99 %.0f µs; after the first second (every caller arriving at once): p99 %.0f µs",
 		len(lat), f["reserve-p50-us"], f["reserve-p99-us"], f["steady-p99-us"])
@@ -368,7 +381,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 			scaleEnvRole+"="+r.role, scaleEnvAddr+"="+r.addr, scaleEnvPrefix+"="+r.prefix,
 			scaleEnvProc+"="+strconv.Itoa(p), scaleEnvProcCallers+"="+strconv.Itoa(n), scaleEnvProcScopes+"="+strconv.Itoa(scopes),
 			scaleEnvBurst+"="+scaleBurstEnv(r.burst), scaleEnvSettle+"="+r.shape.settle,
-			scaleEnvTenants+"="+scaleTenantsEnv(r.shape.tenants),
+			scaleEnvTenants+"="+scaleTenantsEnv(r.shape.tenants), scaleEnvReportHold+"="+scaleReportHoldEnv(r.shape.reportHold),
 			scaleEnvStart+"="+strconv.FormatInt(r.start.UnixNano(), 10), scaleEnvEnd+"="+strconv.FormatInt(end.UnixNano(), 10),
 			scaleEnvOut+"="+filepath.Join(dir, fmt.Sprintf("proc-%d.json", p)))
 		out := &strings.Builder{}
@@ -554,6 +567,14 @@ func scaleBurstEnv(burst time.Duration) string {
 }
 
 // scaleTenantsEnv is TOLLGATE_SCALE_TENANTS's value for tenants.
+// scaleReportHoldEnv is scaleEnvReportHold's value for hold (0: unset).
+func scaleReportHoldEnv(hold time.Duration) string {
+	if hold == 0 {
+		return ""
+	}
+	return hold.String()
+}
+
 func scaleTenantsEnv(tenants int) string {
 	if tenants == 0 {
 		return ""

@@ -36,6 +36,10 @@ const (
 	// scaleEnvTenants, set to n, spreads the hot scope's callers over n
 	// fairness keys of equal weight (caller i: key "tenant-<i mod n>").
 	scaleEnvTenants = "TOLLGATE_SCALE_TENANTS"
+	// scaleEnvReportHold, set to a duration, has the hot scope's callers
+	// hold each grant that long instead of scaleHold, and report each
+	// answer's rate-limit headers after settling (scaleReport).
+	scaleEnvReportHold = "TOLLGATE_SCALE_REPORT_HOLD"
 	// scaleEnvStore, set to "cas", runs the scopes on the compare-and-set
 	// prototype (casproto_test.go) instead of the Redis store.
 	scaleEnvStore = "TOLLGATE_SCALE_STORE"
@@ -59,6 +63,18 @@ func scaleHotLimits(burst time.Duration) capacity.Limits {
 func scaleManyLimits(burst time.Duration) capacity.Limits {
 	return capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 4, Burst: burst}
 }
+
+// scaleReport is what a hot-scope call's answer reports when its callers
+// report (scaleEnvReportHold), with the call's mark: the requests of a
+// pool ten times the configured limit, most of it left, as a key shared
+// with other teams reports. A report of a larger pool only lowers the
+// level, and this one never does: it costs the store what a report costs
+// without changing what is granted.
+var scaleReportObs = func() capacity.Observation {
+	var o capacity.Observation
+	o.Dims[capacity.Requests] = capacity.DimensionObservation{HasLimit: true, Limit: 120_000, HasRemaining: true, Remaining: 100_000}
+	return o
+}()
 
 // scaleOne is one request holding one in-flight slot.
 var scaleOne = capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}
@@ -296,12 +312,20 @@ func TestScaleChild(t *testing.T) {
 		if v := os.Getenv(scaleEnvTenants); v != "" {
 			tenants = int(num(scaleEnvTenants))
 		}
+		hold, report := scaleHold, false
+		if v := os.Getenv(scaleEnvReportHold); v != "" {
+			var err error
+			if hold, err = time.ParseDuration(v); err != nil {
+				t.Fatalf("%s: %v", scaleEnvReportHold, err)
+			}
+			report = true
+		}
 		work = func(ctx context.Context, c *scaleCaller, i int) {
 			key := ""
 			if tenants > 0 {
 				key = "tenant-" + strconv.Itoa(i%tenants)
 			}
-			scaleHotCaller(ctx, st, lim, charges, key, c, proc, i)
+			scaleHotCaller(ctx, st, lim, charges, key, hold, report, c, proc, i)
 		}
 	case "many":
 		scopes := int(num(scaleEnvProcScopes))
@@ -368,9 +392,11 @@ func TestScaleChild(t *testing.T) {
 }
 
 // scaleHotCaller loops until ctx ends: wait for a grant of charges[0] on
-// the hot scope (booking a ticket) as fairness key key, hold it scaleHold,
-// settle with charges[1].
-func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, charges [2]capacity.Charges, key string, c *scaleCaller, proc, caller int) {
+// the hot scope (booking a ticket) as fairness key key, hold it for hold,
+// settle with charges[1] and, if report, observe the answer's headers
+// (scaleReportObs).
+func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, charges [2]capacity.Charges, key string,
+	hold time.Duration, report bool, c *scaleCaller, proc, caller int) {
 	st := scaleTimed{scaleStore: s, c: c}
 	for i := 0; ; i++ {
 		req := capacity.Request{
@@ -393,10 +419,17 @@ func scaleHotCaller(ctx context.Context, s scaleStore, lim capacity.Limits, char
 		if t1.Before(c.end) {
 			c.rep.Grants = append(c.rep.Grants, t1.UnixNano())
 		}
-		time.Sleep(scaleHold)
+		time.Sleep(hold)
 		ts := time.Now()
 		if err := s.Settle(context.Background(), res.Lease, charges[1]); err != nil {
 			c.fail(fmt.Errorf("settle: %w", err))
+		}
+		if report {
+			o := scaleReportObs
+			o.Mark = res.Lease.Mark
+			if err := s.Observe(context.Background(), scaleHotScope, o); err != nil {
+				c.fail(fmt.Errorf("observe: %w", err))
+			}
 		}
 		if ts.Before(c.end) {
 			c.rep.Settles++
