@@ -68,7 +68,11 @@
 // that any other version saved last is re-indexed once by 6.1, and one
 // that 6.1 saved last is re-indexed once by 5.x and 6.0: a rolling deploy
 // keeps one budget and pays a walk of the scope's leases and tickets each
-// time the version that saves the scope changes. Scripts 5.1 remember
+// time the version that saves the scope changes. Scripts 6.2 number the
+// leases as they are granted (Mark.Seq) and sum what the live ones hold by
+// that number ({P:C}:livesums:K), where 6.1 kept each lease's mark, so they
+// re-index a state that any other version saved last in the same way; a
+// lease granted or renewed by another version takes the next number. Scripts 5.1 remember
 // the leases that lapsed (expired or superseded) instead of every lease
 // settled or released: while 5.0 and 5.1 both run, a settle repeated across the two
 // may apply its debt (usage beyond the reservation) twice, or a lease
