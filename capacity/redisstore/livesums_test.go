@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,4 +282,63 @@ func TestLiveSumsInBatches(t *testing.T) {
 	at(third, reserve)
 	collect(len(third))
 	requireLiveSums(t, s, liveSumsScope)
+}
+
+// TestLiveSumsAcrossVersions: leases that scripts 6.1 granted, or wrote
+// again (a renewal rewrites the record without its grant number), take the
+// next grant numbers when this version re-indexes the scope, and the live
+// sums are what the leases hold, after each change of hands.
+func TestLiveSumsAcrossVersions(t *testing.T) {
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	previous, err := loadScripts(os.DirFS("testdata/scripts-v6.1"), ".")
+	require.NoError(t, err)
+	older, err := New(rdb, Options{Prefix: prefix})
+	require.NoError(t, err)
+	older.scripts = previous
+	newer, err := New(rdb, Options{Prefix: prefix})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
+	ctx := context.Background()
+	l := capacity.Limits{TokensPerMinute: 6_000_000, RequestsPerMinute: 600_000, SafetyMargin: 1}
+	leases := map[string]capacity.Lease{}
+	grant := func(s *Store, call string) {
+		t.Helper()
+		res, err := s.Reserve(ctx, capacity.Request{Scope: liveSumsScope, Limits: l, Call: call, Attempt: 1, TTL: time.Hour,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.Tokens: int64(100 * len(leases)), capacity.InFlight: 1}})
+		require.NoError(t, err)
+		require.True(t, res.Granted, "%s: %+v", call, res)
+		leases[call] = res.Lease
+	}
+	numbers := func() {
+		t.Helper()
+		snap, err := newer.Snapshot(ctx, liveSumsScope)
+		require.NoError(t, err)
+		seen := map[int64]string{}
+		for _, le := range snap.Leases {
+			require.Positive(t, le.Mark.Seq, "%s has a grant number", le.Call)
+			require.NotContains(t, seen, le.Mark.Seq, "%s and %s", le.Call, seen[le.Mark.Seq])
+			seen[le.Mark.Seq] = le.Call
+		}
+	}
+	for i := range 5 {
+		grant(newer, fmt.Sprint("new-", i))
+	}
+	for i := range 20 {
+		grant(older, fmt.Sprint("old-", i))
+	}
+	_, err = older.Renew(ctx, leases["new-2"], 2*time.Hour)
+	require.NoError(t, err)
+	// A count behind the leases' numbers (set here; no version lowers it):
+	// the re-index numbers on from the highest a lease holds.
+	setGrants(t, newer, liveSumsScope, 0)
+	grant(newer, "new-5") // re-indexes: 21 leases without a number
+	requireLiveSums(t, newer, liveSumsScope)
+	numbers()
+	for i := range 18 {
+		require.NoError(t, older.Settle(ctx, leases[fmt.Sprint("old-", i)], leases[fmt.Sprint("old-", i)].Charges))
+	}
+	grant(newer, "new-6") // re-indexes again, with 9 leases live: flat sums
+	requireLiveSums(t, newer, liveSumsScope)
+	numbers()
 }
