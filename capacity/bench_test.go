@@ -76,3 +76,36 @@ func BenchmarkReserveSettleParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReports measures a provider's report (Observe) with n leases in
+// flight, carrying the mark of a lease granted halfway: what the leases
+// granted before it hold is walked while at most 16 are live, and read from
+// sums by grant number past them (livesums.go), so the cost stays flat.
+func BenchmarkReports(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run("inflight="+strconv.Itoa(n), func(b *testing.B) {
+			store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+			ctx := context.Background()
+			var mark capacity.Mark
+			for i, call := range benchCalls(n) {
+				res, err := store.Reserve(ctx, capacity.Request{Scope: propScope, Limits: benchLimits, Call: call, Attempt: 1, TTL: time.Hour,
+					Charges: capacity.Charges{capacity.Requests: 1, capacity.Tokens: 1000, capacity.InFlight: 1}})
+				if err != nil || !res.Granted {
+					b.Fatal(err, res.Reason)
+				}
+				if i == n/2 {
+					mark = res.Lease.Mark
+				}
+			}
+			var o capacity.Observation
+			o.Dims[capacity.Tokens] = capacity.DimensionObservation{HasLimit: true, Limit: 1e15, HasRemaining: true, Remaining: 1e14}
+			o.Mark = mark
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := store.Observe(ctx, propScope, o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

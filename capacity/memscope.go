@@ -18,6 +18,7 @@ type memScope struct {
 
 	leases  leaseSet     // live lease by Call
 	recent  recentGrants // the leases granted within tuning.ReorderWindow: Mark.InFlight
+	live    liveSums     // what the live leases hold by grant number, past liveFlat of them
 	tickets ticketBook   // booked tickets by Call, in their order, by time and by expiry
 
 	failures map[string]failureCount // real failures by Call
@@ -107,7 +108,7 @@ func newMemScope(sc Scope, grace time.Duration) *memScope {
 func (m *memScope) clone() *memScope {
 	return &memScope{
 		scope: m.scope, scopeState: m.scopeState,
-		leases: m.leases.clone(), recent: m.recent.clone(), tickets: m.tickets.clone(),
+		leases: m.leases.clone(), recent: m.recent.clone(), live: m.live.clone(), tickets: m.tickets.clone(),
 		failures: map[string]failureCount{},
 		grace:    m.grace,
 		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish, past: m.past, lastServed: m.lastServed,
@@ -534,6 +535,12 @@ func (m *memScope) grantLease(req *Request, c Charges, fresh bool, weight float6
 	m.recent.expire(now.Add(-tuning.ReorderWindow), &m.leases)
 	m.grants++
 	le.Mark = Mark{Valid: true, Granted: m.granted, InFlight: m.recent.held, Seq: m.grants}
+	if !m.live.on() && m.inflight >= liveFlat {
+		m.live.start(&m.leases)
+	}
+	if m.live.on() {
+		m.live.add(le, 1)
+	}
 	slot, gen := m.leases.put(req.Call, le)
 	m.recent.add(le, slot, gen)
 	m.lapsed.drop(le.ID)
@@ -547,6 +554,12 @@ func (m *memScope) dropLease(call string) {
 		m.recent.ended(le)
 		m.leases.del(call)
 		m.inflight--
+		switch {
+		case m.inflight == 0:
+			m.live.stop()
+		case m.live.on():
+			m.live.add(le, -1)
+		}
 	}
 }
 
@@ -629,6 +642,7 @@ func boundReported(reported, cfg int64) int64 {
 // are never used as rates.
 func (m *memScope) observe(o Observation, now time.Time) {
 	moved := m.lowerLimits(o, now)
+	earlier, own := m.liveBefore(o.Mark)
 	for d := range numBuckets {
 		od := o.Dims[d]
 		if !od.HasRemaining || !m.budgets[d].Limited {
@@ -639,20 +653,17 @@ func (m *memScope) observe(o Observation, now time.Time) {
 		// one (a lower Mark.Seq) and still in flight, which may have reached
 		// the provider after it (another worker's, sent late).
 		var uncounted, since, before float64
-		if o.Mark.Valid {
+		switch {
+		case !o.Mark.Valid:
+			since = earlier[d] // unknown send time: any may have left after it
+		case od.InFlightExcluded:
+			// A remaining that excludes calls in flight; a later grant is
+			// counted in since.
 			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
-		}
-		for _, le := range m.leases.all() {
-			switch {
-			case !o.Mark.Valid:
-				since += float64(le.Charges[d]) // unknown send time: any may have left after it
-			case o.Mark.Seq != 0 && le.Mark.Seq > o.Mark.Seq:
-				// granted after it: counted in since
-			case od.InFlightExcluded:
-				uncounted += float64(le.Charges[d]) // a remaining that excludes calls in flight
-			case o.Mark.Seq == 0 || le.Mark.Seq < o.Mark.Seq:
-				before += float64(le.Charges[d])
-			}
+			uncounted = earlier[d] + own[d]
+		default:
+			since = math.Max(0, m.granted[d]-o.Mark.Granted[d])
+			before = earlier[d]
 		}
 		if o.Mark.Valid {
 			// The calls in flight at its grant, answered since, are in
@@ -677,6 +688,18 @@ func (m *memScope) observe(o Observation, now time.Time) {
 	if moved {
 		m.retime(now)
 	}
+}
+
+// liveBefore returns what the live leases granted before the call of mark
+// hold (those of a lower Mark.Seq; every live lease for a mark that is not
+// valid or has no grant number), and what that call's lease holds if it is
+// live: from the live sums past liveFlat leases live, else from the leases.
+func (m *memScope) liveBefore(mark Mark) (earlier, own [numBuckets]float64) {
+	n := mark.Seq
+	if !mark.Valid || n <= 0 || n > m.grants+1 {
+		n = m.grants + 1
+	}
+	return m.live.before(n, &m.leases)
 }
 
 // follows reports whether bucket d's level may follow report od up: only
