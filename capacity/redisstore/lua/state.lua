@@ -778,8 +778,8 @@ end
 -- given one hold is read in at most LIVE_RADIX - 1 fields per level, and
 -- the top level's from S.live_from, at or below the lowest number live
 -- (index.liveBefore). Until scripts 6.2 a report read every live lease
--- (observe). The memory store walks its leases (memScope.observe): the
--- sums are the same.
+-- (observe). The memory store keeps the same sums (capacity/livesums.go,
+-- liveSums).
 index.LIVE_FLAT, index.LIVE_RADIX, index.LIVE_LEVELS = 16, 16, 4
 index.LIVE_SPAN = {} -- how many grant numbers a field of level l sums: LIVE_SPAN[l + 1]
 for l = 0, index.LIVE_LEVELS do index.LIVE_SPAN[l + 1] = index.LIVE_RADIX ^ l end
