@@ -26,6 +26,11 @@ type fairState struct {
 	lastServed [MaxRank + 1]int64   // when each rank last served a call, µs
 	lastFinish [MaxRank + 1]float64 // the latest finish booked in each rank while tickets wait
 	flows      map[flowID]flowState
+	// flowOrder lists the flows in the order they came (one forgotten
+	// leaves the last in its place), and flowCursor is where
+	// forgetIdleFlows looks next.
+	flowOrder  []flowID
+	flowCursor int
 	keys       map[string]keyState // fairness keys with caps, by key
 
 	// keyed is set by the first keyed call since the scope was at rest;
@@ -119,7 +124,10 @@ func (m *memScope) place(req *Request, rule ClassRule, c Charges) (start, finish
 		m.flows = make(map[flowID]flowState)
 	}
 	id := flowID{req.Class, req.Fairness.Key}
-	f := m.flows[id]
+	f, seen := m.flows[id]
+	if !seen {
+		m.flowOrder = append(m.flowOrder, id)
+	}
 	f.class, f.key, f.rank = req.Class, req.Fairness.Key, rule.Rank
 	weight = req.FlowWeight(rule)
 	start = math.Max(f.finish, m.virtualAt(rule.Rank, req.Since))
@@ -223,15 +231,27 @@ func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
 	}
 }
 
-// forgetIdleFlows drops, once a scope holds MaxIdleFlows flows, those not
-// ahead of their rank's virtual time.
+// forgetIdleFlows, once a scope holds MaxIdleFlows flows, looks at the next
+// ForgetFlowsScan flows of flowOrder, wrapping around, and drops those not
+// ahead of their rank's virtual time: the flows stay bounded, and no
+// placement reads them all. The Redis store scans its hash of flows the
+// same way, in its own order (lua/rules.lua, forgetIdleFlows).
 func (m *memScope) forgetIdleFlows() {
 	if len(m.flows) < tuning.MaxIdleFlows {
 		return
 	}
-	for id, f := range m.flows {
-		if f.finish <= m.virtual[f.rank] {
+	for range tuning.ForgetFlowsScan {
+		if m.flowCursor >= len(m.flowOrder) {
+			m.flowCursor = 0
+		}
+		id := m.flowOrder[m.flowCursor]
+		if f := m.flows[id]; f.finish <= m.virtual[f.rank] {
 			delete(m.flows, id)
+			last := len(m.flowOrder) - 1
+			m.flowOrder[m.flowCursor] = m.flowOrder[last]
+			m.flowOrder = m.flowOrder[:last]
+		} else {
+			m.flowCursor++
 		}
 	}
 }
@@ -249,6 +269,7 @@ func (m *memScope) forgetIdle() {
 		}
 	}
 	clear(m.flows) // kept for the next calls, as the logs' space below
+	m.flowOrder, m.flowCursor = m.flowOrder[:0], 0
 	m.virtual, m.lastFinish = [MaxRank + 1]float64{}, [MaxRank + 1]float64{}
 	for r := range m.past {
 		m.past[r] = m.past[r][:0]

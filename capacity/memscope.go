@@ -3,6 +3,7 @@ package capacity
 import (
 	"maps"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -113,7 +114,7 @@ func (m *memScope) clone() *memScope {
 		grace:    m.grace,
 		fairState: fairState{virtual: m.virtual, lastFinish: m.lastFinish, past: m.past, lastServed: m.lastServed,
 			keyed: m.keyed, fairStartFrom: m.fairStartFrom, fairStartUntil: m.fairStartUntil,
-			flows: maps.Clone(m.flows), keys: maps.Clone(m.keys)},
+			flows: maps.Clone(m.flows), flowOrder: slices.Clone(m.flowOrder), flowCursor: m.flowCursor, keys: maps.Clone(m.keys)},
 	}
 }
 

@@ -132,7 +132,10 @@ func luaConstants() []luaConstant {
 		{"DIMENSIONS", dims, "dimension names by index (capacity.Dimension.String)"},
 		{"NCLASSES", len(capacity.Classes()), "classes: 0 .. NCLASSES - 1 (capacity.Class)"},
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
-		{"MAX_IDLE_FLOWS", tuning.MaxIdleFlows, "tuning.MaxIdleFlows"},
+		// One table, not two locals: the library's main function holds at
+		// most 200 locals.
+		{"IDLE_FLOWS", map[string]int{"MAX": tuning.MaxIdleFlows, "SCAN": tuning.ForgetFlowsScan},
+			"tuning.MaxIdleFlows and tuning.ForgetFlowsScan"},
 		{"RETIME_MOVE", tuning.RetimeMove, "tuning.RetimeMove"},
 		{"GATHER_SPACING", tuning.GatherSpacing.Microseconds(), "tuning.GatherSpacing (µs)"},
 		{"REORDER_WINDOW", tuning.ReorderWindow.Microseconds(), "tuning.ReorderWindow (µs)"},

@@ -33,8 +33,14 @@ const (
 
 // MaxIdleFlows is how many flows a scope keeps before it forgets the
 // flows not ahead of their rank's virtual time (they would start there
-// anyway).
-const MaxIdleFlows = 1024
+// anyway). From then on each call placed looks at the next ForgetFlowsScan
+// flows, in the store's own order, wrapping around, and forgets the idle
+// ones among them: no placement reads every flow of a scope whose tenants
+// are all waiting.
+const (
+	MaxIdleFlows    = 1024
+	ForgetFlowsScan = 16
+)
 
 // GatherSpacing is how far apart the calls gathered by Request.FairStart
 // are due when the gathering ends, in their fair order: released in one

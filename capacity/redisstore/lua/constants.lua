@@ -29,8 +29,8 @@ local DIMENSIONS = {"requests", "input_tokens", "output_tokens", "tokens", "requ
 local NCLASSES = 3
 -- class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)
 local NRANKS = 8
--- tuning.MaxIdleFlows
-local MAX_IDLE_FLOWS = 1024
+-- tuning.MaxIdleFlows and tuning.ForgetFlowsScan
+local IDLE_FLOWS = {MAX = 1024, SCAN = 16}
 -- tuning.RetimeMove
 local RETIME_MOVE = 0.01
 -- tuning.GatherSpacing (µs)

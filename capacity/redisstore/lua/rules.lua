@@ -135,17 +135,20 @@ end
 
 fair.flowID = flowID
 
+-- decodeFlow reads a flow as the hash holds it: "rank finish granted".
+function fair.decodeFlow(v)
+  local n = {}
+  for x in string.gmatch(v, '%S+') do n[#n + 1] = tonumber(x) or 0 end
+  return {rank = n[1] or 0, finish = n[2] or 0, granted = n[3] or 0}
+end
+
 function fair.getFlow(id)
   local f = FLOWS[id]
   if f == nil then
     f = false
     if S.flows > 0 then
       local v = call('HGET', KEYS[K.FLOWS], id)
-      if v then
-        local n = {}
-        for x in string.gmatch(v, '%S+') do n[#n + 1] = tonumber(x) or 0 end
-        f = {rank = n[1] or 0, finish = n[2] or 0, granted = n[3] or 0}
-      end
+      if v then f = fair.decodeFlow(v) end
     end
     FLOWS[id] = f
   end
@@ -182,13 +185,23 @@ function fair.allFlows()
   return out
 end
 
--- forgetIdleFlows drops, once a scope holds MAX_IDLE_FLOWS flows, those
--- not ahead of their rank's virtual time.
+-- forgetIdleFlows, once a scope holds IDLE_FLOWS.MAX flows, looks at the
+-- next IDLE_FLOWS.SCAN flows of the hash (HSCAN from S.flows_cursor,
+-- wrapping around) and drops those not ahead of their rank's virtual time
+-- (memScope.forgetIdleFlows): the flows stay bounded, and no placement
+-- reads them all (until scripts 6.2 every placement did, past
+-- IDLE_FLOWS.MAX).
 function fair.forgetIdleFlows()
-  if S.flows < MAX_IDLE_FLOWS then return end
-  for _, e in ipairs(fair.allFlows()) do
-    local id, f = e[1], e[2]
-    if f.finish <= S.virtual[f.rank] then
+  if S.flows < IDLE_FLOWS.MAX then return end
+  local cursor = S.flows_cursor
+  if cursor == '' then cursor = '0' end
+  local got = call('HSCAN', KEYS[K.FLOWS], cursor, 'COUNT', IDLE_FLOWS.SCAN)
+  S.flows_cursor = got[1]
+  for i = 1, #got[2], 2 do
+    local id = got[2][i]
+    if FLOWS[id] == nil then FLOWS[id] = fair.decodeFlow(got[2][i + 1]) end
+    local f = FLOWS[id]
+    if f and f.finish <= S.virtual[f.rank] then
       FLOWS[id], FLOWS_DIRTY[id] = false, true
       S.flows = S.flows - 1
     end
@@ -316,7 +329,8 @@ function fair.forgetIdle()
     if S.capacity[d] > 0 and S.level[d] < S.capacity[d] then return end
   end
   write('DEL', KEYS[K.FLOWS])
-  FLOWS, FLOWS_DIRTY, S.flows = {}, {}, 0
+  FLOWS, FLOWS_DIRTY, S.flows, S.flows_cursor = {}, {}, 0, ''
+
   for r = 0, NRANKS - 1 do S.virtual[r], S.last_finish[r] = 0, 0 end
   S.past, PAST = '', nil
   S.keyed, S.fair_start_until, S.fair_start_from = 0, 0, 0

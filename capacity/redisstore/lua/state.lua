@@ -278,6 +278,7 @@ local STATE_SCHEMA = {
   {'grants', 'number', packed = true}, -- the leases granted: Mark.Seq of the latest (memScope.grants; 6.2)
   {'live_from', 'number', packed = true}, -- Redis only: at or below the lowest grant number live (index.liveBefore; 6.2)
   {'live_tree', 'number', packed = true}, -- Redis only: 1 while the live sums are a tree (index.liveAdd; 6.2)
+  {'flows_cursor', 'string', packed = true}, -- Redis only: where forgetting idle flows looks next (HSCAN; fair.forgetIdleFlows; 6.2)
 }
 
 -- STATE_KINDS is each state field's kind, by name; TEXT_KINDS the same
