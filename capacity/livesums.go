@@ -12,8 +12,15 @@ const (
 	liveLevels = 4
 )
 
-// liveSpan[l] is how many grant numbers a node of level l sums.
-var liveSpan = [liveLevels + 1]int64{1, 16, 256, 4096, 65536}
+// liveSpan[l] is how many grant numbers a node of level l sums:
+// liveRadix^l.
+var liveSpan = func() (span [liveLevels + 1]int64) {
+	span[0] = 1
+	for l := 1; l <= liveLevels; l++ {
+		span[l] = span[l-1] * liveRadix
+	}
+	return span
+}()
 
 // liveNode names node index of level level: the sum of the leases whose
 // grant numbers n have n / liveSpan[level] == index.
