@@ -383,11 +383,13 @@ function stored.withDefaults(st) return setmetatable(st, stored.defaults) end
 stored.derived = {capacity = true, rate = true, configured = true}
 
 -- stored.pack returns the state as stored: every field but the derived
--- ones, those this version does not know included.
+-- ones, those this version does not know included, and but a number that
+-- is 0 or a string that is '', which reads back as such (stored.defaults):
+-- a quiet scope's state has many.
 function stored.pack()
   local out = {}
   for name, v in pairs(S) do
-    if not stored.derived[name] then out[name] = v end
+    if not stored.derived[name] and v ~= 0 and v ~= '' then out[name] = v end
   end
   return cmsgpack.pack(out)
 end
