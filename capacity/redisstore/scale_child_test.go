@@ -38,7 +38,7 @@ const (
 	scaleEnvTenants = "TOLLGATE_SCALE_TENANTS"
 	// scaleEnvReportHold, set to a duration, has the hot scope's callers
 	// hold each grant that long instead of scaleHold, and report each
-	// answer's rate-limit headers after settling (scaleReport).
+	// answer's rate-limit headers after settling (scaleReportObs).
 	scaleEnvReportHold = "TOLLGATE_SCALE_REPORT_HOLD"
 	// scaleEnvStore, set to "cas", runs the scopes on the compare-and-set
 	// prototype (casproto_test.go) instead of the Redis store.
@@ -64,7 +64,7 @@ func scaleManyLimits(burst time.Duration) capacity.Limits {
 	return capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 4, Burst: burst}
 }
 
-// scaleReport is what a hot-scope call's answer reports when its callers
+// scaleReportObs is what a hot-scope call's answer reports when its callers
 // report (scaleEnvReportHold), with the call's mark: the requests of a
 // pool ten times the configured limit, most of it left, as a key shared
 // with other teams reports. A report of a larger pool only lowers the
