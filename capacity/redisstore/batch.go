@@ -151,26 +151,8 @@ func (b *batcher) take() []*op {
 // runBatch sends ops as one script, delivers each result and hands the
 // next batch, if any, to a new goroutine.
 func (s *Store) runBatch(k *scopeKeys, ops []*op) {
-	// The batch's reserves share the first one's limits signature, sent
-	// once; a reserve with other limits sends its own.
-	sig := ""
-	for _, o := range ops {
-		if o.code == opReserve {
-			sig = o.sig
-			break
-		}
-	}
-	args := s.commonArgs(k, "", "", 2+len(ops)*(2+reserveLayout.size()))
-	args = append(args, s.opts.TicketGrace.Microseconds(), sig)
-	for _, o := range ops {
-		args = append(args, o.code, o.call)
-		args = append(args, s.opFields(o)...)
-		if o.code == opReserve && o.sig == sig {
-			args[len(args)-1] = "" // the batch's
-		}
-	}
 	ctx := context.WithoutCancel(ops[0].ctx)
-	r, h, err := s.run(ctx, "batch", s.scripts.ops, k, args)
+	r, h, err := s.run(ctx, "batch", s.scripts.ops, k, s.batchArgs(k, ops))
 	for _, o := range ops {
 		o.h, o.err = h, err
 		if err == nil {
@@ -204,6 +186,29 @@ func (s *Store) runBatch(k *scopeKeys, ops []*op) {
 	if next != nil {
 		go s.runBatch(k, next)
 	}
+}
+
+// batchArgs returns the ARGV of the ops script for ops.
+func (s *Store) batchArgs(k *scopeKeys, ops []*op) []any {
+	// The batch's reserves share the first one's limits signature, sent
+	// once; a reserve with other limits sends its own.
+	sig := ""
+	for _, o := range ops {
+		if o.code == opReserve {
+			sig = o.sig
+			break
+		}
+	}
+	args := s.commonArgs(k, "", "", 2+len(ops)*(2+reserveLayout.size()))
+	args = append(args, s.opts.TicketGrace.Microseconds(), sig)
+	for _, o := range ops {
+		args = append(args, o.code, o.call)
+		args = append(args, s.opFields(o)...)
+		if o.code == opReserve && o.sig == sig {
+			args[len(args)-1] = "" // the batch's
+		}
+	}
+	return args
 }
 
 // v3Fields is the number of fields of a reserve and a settle in scripts

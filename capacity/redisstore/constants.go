@@ -43,7 +43,7 @@ const textStateWindow = 24 * time.Hour
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGET. Change it with every change to the scripts.
-const scriptVersion = "6.2"
+const scriptVersion = "6.3"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -134,8 +134,8 @@ func luaConstants() []luaConstant {
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
 		// One table, not two locals: the library's main function holds at
 		// most 200 locals.
-		{"IDLE_FLOWS", map[string]int{"MAX": tuning.MaxIdleFlows, "SCAN": tuning.ForgetFlowsScan},
-			"tuning.MaxIdleFlows and tuning.ForgetFlowsScan"},
+		{"WALKS", map[string]int{"MAX_IDLE_FLOWS": tuning.MaxIdleFlows, "FLOWS_SCAN": tuning.ForgetFlowsScan, "RECLAIM": tuning.MaxReclaim},
+			"how far a script walks: tuning.MaxIdleFlows, tuning.ForgetFlowsScan and tuning.MaxReclaim"},
 		{"RETIME_MOVE", tuning.RetimeMove, "tuning.RetimeMove"},
 		{"GATHER_SPACING", tuning.GatherSpacing.Microseconds(), "tuning.GatherSpacing (µs)"},
 		{"REORDER_WINDOW", tuning.ReorderWindow.Microseconds(), "tuning.ReorderWindow (µs)"},
@@ -173,7 +173,7 @@ func luaConstants() []luaConstant {
 			"TICKETS": keyTickets + 1, "TICKET_EXPIRIES": keyTicketExp + 1, "TICKET_TIMES": keyTicketAt + 1,
 			"FLOWS": keyFlows + 1, "KEY_CAPS": keyKeyCaps + 1, "RECENT": keyRecent + 1, "LEASE_MARKS": keyLeaseMarks + 1,
 			"LEASE_EXPIRIES": keyLeaseExpiries + 1, "LAPSED": keyLapsed + 1, "TEXT_UNTIL": keyTextUntil + 1,
-			"RECENT_HELD": keyRecentHeld + 1, "LIVE_SUMS": keyLiveSums + 1,
+			"RECENT_HELD": keyRecentHeld + 1, "LIVE_SUMS": keyLiveSums + 1, "LAPSING": keyLapsing + 1,
 			"ORDER": keyOrder + 1, // rank r's tickets in their order: KEYS[K.ORDER + r]
 		}, "each KEYS index of a scope script, by name (keys.go)"},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},

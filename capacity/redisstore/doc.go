@@ -72,7 +72,11 @@
 // leases as they are granted (Mark.Seq) and sum what the live ones hold by
 // that number ({P:C}:livesums:K), where 6.1 kept each lease's mark, so they
 // re-index a state that any other version saved last in the same way; a
-// lease granted or renewed by another version takes the next number. Scripts 5.1 remember
+// lease granted or renewed by another version takes the next number.
+// Scripts 6.3 reclaim at most tuning.MaxReclaim expired leases and lapsed
+// tickets a script, the batch sent again until none is left, and keep the
+// same indexes as 6.2: neither re-indexes what the other saved, and a 6.2
+// worker reclaims what is left at once. Scripts 5.1 remember
 // the leases that lapsed (expired or superseded) instead of every lease
 // settled or released: while 5.0 and 5.1 both run, a settle repeated across the two
 // may apply its debt (usage beyond the reservation) twice, or a lease

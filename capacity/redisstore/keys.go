@@ -33,6 +33,9 @@ import (
 //	{P:C}:lapsed:K            leases expired or superseded lately, by when they are forgotten (sorted set)
 //	{P:C}:livesums:K          what the live leases hold per bucket, summed by grant number in a tree of radix 16, packed
 //	                          (msgpack; lua/state.lua, index.liveBefore); TTL: the leases'
+//	{P:C}:lapsing:K           while tickets that lapsed together are reclaimed over several scripts
+//	                          (tuning.MaxReclaim), the flows' finishes still to follow: flow and finish -> start
+//	                          (lua/rules.lua, fair.unplaceAll); deleted when the last is reclaimed; TTL: the state's
 //	{P:C}:f:K:CALL     a call's failure count; TTL: when it is forgotten
 //	{P:C}:n:K          release channel (sharded pub/sub)
 //	{P:C}:learn:K:KIND, {P:C}:learnin:K, {P:C}:learnkinds:K   what was learned (see learn.go)
@@ -63,6 +66,7 @@ const (
 	keyTextUntil     = keyLapsed + 1        // added in scripts 6.0
 	keyRecentHeld    = keyTextUntil + 1     // added in scripts 6.1
 	keyLiveSums      = keyRecentHeld + 1    // added in scripts 6.2
+	keyLapsing       = keyLiveSums + 1      // added in scripts 6.3
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -112,7 +116,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
 	}
 	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k, tag+textUntilSuffix,
-		tag+":recentheld:"+k, tag+":livesums:"+k)
+		tag+":recentheld:"+k, tag+":livesums:"+k, tag+":lapsing:"+k)
 	return sk
 }
 

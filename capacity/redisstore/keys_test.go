@@ -64,6 +64,7 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":text_until",
 		tag + ":recentheld:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":livesums:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":lapsing:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)

@@ -53,6 +53,8 @@ type Store struct {
 
 	resets      atomic.Int64
 	unavailable atomic.Int64
+	// reclaimRounds counts the scripts that only reclaimed (runWith).
+	reclaimRounds atomic.Int64
 }
 
 var (
@@ -101,11 +103,15 @@ type Stats struct {
 	// FallbackLeases is the number of live leases granted by the local
 	// fallback budget.
 	FallbackLeases int
+	// ReclaimScripts counts the scripts sent again because they only
+	// reclaimed: more leases had expired, or tickets lapsed, at once than
+	// one script reclaims (64), as after a worker that held them crashed.
+	ReclaimScripts int64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Resets: s.resets.Load(), Unavailable: s.unavailable.Load()}
+	st := Stats{Resets: s.resets.Load(), Unavailable: s.unavailable.Load(), ReclaimScripts: s.reclaimRounds.Load()}
 	if s.fallback != nil {
 		st.FallbackLeases = s.fallback.live()
 	}
@@ -190,26 +196,42 @@ func (s *Store) run(ctx context.Context, op string, sc *script, k *scopeKeys, ar
 }
 
 // runWith is run, read-only if ro (for a script that writes nothing).
+//
+// A script that found more leases expired, or tickets lapsed, than one
+// script reclaims (tuning.MaxReclaim: a worker that held many crashed)
+// reclaims that many, decides nothing and replies with kind "A"; runWith
+// sends it again until it decides, so that no script walks them all.
 func (s *Store) runWith(ctx context.Context, op string, sc *script, ro bool, k *scopeKeys, args []any) (*reply, header, error) {
-	v, err := s.call(ctx, sc, k.keys, args, ro).Result()
-	if err != nil {
-		return nil, header{}, s.failed(ctx, op, err)
+	for range maxReclaimRounds {
+		v, err := s.call(ctx, sc, k.keys, args, ro).Result()
+		if err != nil {
+			return nil, header{}, s.failed(ctx, op, err)
+		}
+		s.up()
+		r, err := newReply(op, v)
+		if err != nil {
+			return nil, header{}, err
+		}
+		h := r.header()
+		if r.err != nil {
+			return nil, header{}, r.err
+		}
+		s.noteEpoch(k, h)
+		if h.freed > 0 {
+			s.notify.wake(k.scopeKey, 1)
+		}
+		if h.kind != "A" {
+			return r, h, nil
+		}
+		s.reclaimRounds.Add(1)
 	}
-	s.up()
-	r, err := newReply(op, v)
-	if err != nil {
-		return nil, header{}, err
-	}
-	h := r.header()
-	if r.err != nil {
-		return nil, header{}, r.err
-	}
-	s.noteEpoch(k, h)
-	if h.freed > 0 {
-		s.notify.wake(k.scopeKey, 1)
-	}
-	return r, h, nil
+	return nil, header{}, fmt.Errorf("redisstore: %s on scope %s: still reclaiming expired leases and tickets after %d scripts", op, k.scopeKey, maxReclaimRounds)
 }
+
+// maxReclaimRounds bounds the scripts one operation sends while they
+// reclaim (runWith): each reclaims tuning.MaxReclaim leases and as many
+// tickets, so it is reached only if a script stopped making progress.
+const maxReclaimRounds = 100_000
 
 // call runs sc on keys with args (functions.call).
 func (s *Store) call(ctx context.Context, sc *script, keys []string, args []any, ro bool) *redis.Cmd {

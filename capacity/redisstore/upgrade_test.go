@@ -37,6 +37,7 @@ var previousScripts = []struct {
 	{"5.5", "testdata/scripts-v5.5", false}, // the state as text fields, not packed
 	{"6.0", "testdata/scripts-v6.0", false}, // a line per lease in the recent grants
 	{"6.1", "testdata/scripts-v6.1", false}, // a report reads every live lease
+	{"6.2", "testdata/scripts-v6.2", false}, // one script reclaims every expired lease and lapsed ticket
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
@@ -271,6 +272,8 @@ func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
 		// 6.1 kept each live lease's mark by call, which 6.2 sums by grant
 		// number: rebuilt once.
 		{"6.1", "testdata/scripts-v6.1", true},
+		// 6.2 keeps the indexes as 6.3 does.
+		{"6.2", "testdata/scripts-v6.2", false},
 		{scriptVersion, "", false}, // the same version: nothing to rebuild
 	} {
 		t.Run(tt.version, func(t *testing.T) {

@@ -42,6 +42,13 @@ const (
 	ForgetFlowsScan = 16
 )
 
+// MaxReclaim is the most expired leases, and the most lapsed tickets, one
+// script of the Redis store reclaims. When more expired at once (a worker
+// that held many crashed), the script reclaims that many, saves and
+// decides nothing, and the store sends it again until none is left: no
+// script walks them all, and no decision sees an expired one held.
+const MaxReclaim = 64
+
 // GatherSpacing is how far apart the calls gathered by Request.FairStart
 // are due when the gathering ends, in their fair order: released in one
 // instant, they would reach the provider in whatever order their

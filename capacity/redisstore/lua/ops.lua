@@ -10,7 +10,10 @@
 -- (LAYOUTS.reserve, .settle, .observe, .release: declared once in wire.go). A
 -- reserve's limits signature '' is the batch's; a settle's attempt 0
 -- matches no lease.
--- Reply: header('B'), then one result per operation.
+-- Reply: header('B'), then one result per operation; or header('A') alone
+-- when more leases expired, or tickets lapsed, than one script reclaims
+-- (WALKS.RECLAIM): it reclaimed that many and decided nothing, and Go sends
+-- the batch again (Store.runWith).
 -- A reserve's result:
 --   {'G', room, probe, lease}       granted: a new lease, a repeat or a
 --                                   claimed ticket (lease: its record line)
@@ -505,6 +508,12 @@ function entries.ops(keys, args)
     return out
   end
   S.ticket_grace = GRACE
+  if index.reclaimDue() then
+    -- More expired than one script reclaims: reclaim some, decide nothing.
+    advance()
+    save()
+    return header('A')
+  end
   local results = {}
   i = 8
   while ARGV[i] do

@@ -1,6 +1,7 @@
 -- renew.lua: Store.Renew (MemoryStore.Renew).
 -- ARGV from 6: call, lease id, ttl (µs).
--- Reply: header('G') and the lease's record line, or header('none').
+-- Reply: header('G') and the lease's record line, or header('none'); or
+-- header('A'), as the ops script's.
 
 -- entries.renew runs the script: keys and args are its KEYS and ARGV.
 function entries.renew(keys, args)
@@ -9,6 +10,10 @@ function entries.renew(keys, args)
 
   if not load(false) then return header('none') end
   advance()
+  if index.reclaimMore then
+    save()
+    return header('A')
+  end
   local le = getLease(CALL)
   if not le or CALL .. '#' .. le.attempt ~= ID then
     save()

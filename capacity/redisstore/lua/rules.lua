@@ -185,17 +185,17 @@ function fair.allFlows()
   return out
 end
 
--- forgetIdleFlows, once a scope holds IDLE_FLOWS.MAX flows, looks at the
--- next IDLE_FLOWS.SCAN flows of the hash (HSCAN from S.flows_cursor,
+-- forgetIdleFlows, once a scope holds WALKS.MAX_IDLE_FLOWS flows, looks at the
+-- next WALKS.FLOWS_SCAN flows of the hash (HSCAN from S.flows_cursor,
 -- wrapping around) and drops those not ahead of their rank's virtual time
 -- (memScope.forgetIdleFlows): the flows stay bounded, and no placement
 -- reads them all (until scripts 6.2 every placement did, past
--- IDLE_FLOWS.MAX).
+-- WALKS.MAX_IDLE_FLOWS).
 function fair.forgetIdleFlows()
-  if S.flows < IDLE_FLOWS.MAX then return end
+  if S.flows < WALKS.MAX_IDLE_FLOWS then return end
   local cursor = S.flows_cursor
   if cursor == '' then cursor = '0' end
-  local got = call('HSCAN', KEYS[K.FLOWS], cursor, 'COUNT', IDLE_FLOWS.SCAN)
+  local got = call('HSCAN', KEYS[K.FLOWS], cursor, 'COUNT', WALKS.FLOWS_SCAN)
   S.flows_cursor = got[1]
   for i = 1, #got[2], 2 do
     local id = got[2][i]
@@ -274,24 +274,55 @@ function fair.serve(class, key, rank, start, c)
   if f then fair.putFlow(id, {rank = f.rank, finish = f.finish, granted = f.granted + fair.fairCost(c)}) end
 end
 
--- unplace gives a booked ticket that was never served its place back.
-function fair.unplace(tk)
+-- unplace gives a booked ticket that was never served its place back: if
+-- it is its flow's last, the flow finishes where it started. It returns
+-- false when the flow finishes later (another ticket of it is booked after
+-- it). With chained (a reclaim of tickets that lapsed together, in several
+-- scripts: fair.unplaceAll), the flow then follows the links that earlier
+-- scripts of the reclaim kept, as if their tickets were unplaced now.
+function fair.unplace(tk, chained)
   local id = fair.flowID(tk.class, tk.key)
   local f = fair.getFlow(id)
-  if f and f.finish == tk.finish then fair.putFlow(id, {rank = f.rank, finish = tk.start, granted = f.granted}) end
+  if not f then return true end
+  if f.finish ~= tk.finish then return false end
+  local finish = tk.start
+  while chained do
+    local link = id .. ' ' .. fmt(finish)
+    local start = call('HGET', KEYS[K.LAPSING], link)
+    if not start then break end
+    write('HDEL', KEYS[K.LAPSING], link)
+    finish = tonumber(start)
+  end
+  fair.putFlow(id, {rank = f.rank, finish = finish, granted = f.granted})
+  return true
 end
 
 -- unplaceAll gives tickets that lapsed together ({call, ticket}) their
 -- places back, the latest of a flow first, and their charges to their
--- keys' caps.
-function fair.unplaceAll(lapsed)
+-- keys' caps (memScope.unplaceAll). When more lapsed with them than one
+-- script reclaims (more, or a reclaim already under way: S.lapsing), a
+-- ticket that is not its flow's last is kept as a link, its flow and
+-- finish to its start, in KEYS[K.LAPSING], for the script that unplaces
+-- the flow's later ones: the flow ends where one unplaceAll of them all
+-- would leave it, whichever script each was reclaimed in. The last script
+-- of the reclaim deletes the links left.
+function fair.unplaceAll(lapsed, more)
   table.sort(lapsed, function(a, b)
     if a[2].finish ~= b[2].finish then return a[2].finish > b[2].finish end
     return a[1] < b[1]
   end)
+  local chained = more or S.lapsing == 1
   for _, e in ipairs(lapsed) do
-    fair.unplace(e[2])
-    fair.refundKey(e[2])
+    local tk = e[2]
+    if not fair.unplace(tk, chained) and more and tk.start < tk.finish then
+      write('HSET', KEYS[K.LAPSING], fair.flowID(tk.class, tk.key) .. ' ' .. fmt(tk.finish), fmt(tk.start))
+      S.lapsing = 1
+    end
+    fair.refundKey(tk)
+  end
+  if not more and S.lapsing == 1 then
+    write('DEL', KEYS[K.LAPSING])
+    S.lapsing = 0
   end
 end
 
@@ -607,10 +638,13 @@ end
 -- reclaimLeases (memScope.reclaim, for leases) drops expired leases (their
 -- slots come back, their tokens stay spent), found by their expiry (the
 -- lease expiries), and returns the earliest live expiry (0: none), which
--- becomes the exact next expiry.
+-- becomes the exact next expiry. It drops at most index.reclaimLimit: when
+-- more expired, the next expiry is NOW, so the next script goes on
+-- (index.reclaimMore), and NOW is returned.
 local function reclaimLeases()
   local dead, renewed = 0, 0
-  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K.LEASE_EXPIRIES], '-inf', NOW)) do
+  local expired, more = index.expired(KEYS[K.LEASE_EXPIRIES])
+  for _, c in ipairs(expired) do
     local le = getLease(c)
     if le and le.expires <= NOW then
       lapse(c)
@@ -627,7 +661,7 @@ local function reclaimLeases()
   -- long comes back with no lease listed. The leases are then counted from
   -- the sorted set (as reclaimTickets counts tickets), so every slot is
   -- free again.
-  if S.lease_key_expiry > 0 and NOW >= S.lease_key_expiry then
+  if not more and S.lease_key_expiry > 0 and NOW >= S.lease_key_expiry then
     local live = call('ZCOUNT', KEYS[K.LEASE_EXPIRIES], '(' .. fmt(NOW), '+inf') + renewed
     if S.leases > live then
       dead = dead + S.leases - live
@@ -635,8 +669,12 @@ local function reclaimLeases()
       if live == 0 then index.liveEmptied() end
     end
   end
-  local first = call('ZRANGEBYSCORE', KEYS[K.LEASE_EXPIRIES], '(' .. fmt(NOW), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  S.next_lease_expiry = tonumber(first[2]) or 0
+  if more then
+    S.next_lease_expiry = NOW
+  else
+    local first = call('ZRANGEBYSCORE', KEYS[K.LEASE_EXPIRIES], '(' .. fmt(NOW), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    S.next_lease_expiry = tonumber(first[2]) or 0
+  end
   if dead > 0 then
     FREED = FREED + dead
     wake()
@@ -646,21 +684,34 @@ end
 
 -- reclaimTickets (memScope.reclaim, for tickets) drops lapsed tickets:
 -- their charge never reached the provider, so it goes back (a due ticket's
--- claim checks the provider's bucket, level + booked).
+-- claim checks the provider's bucket, level + booked). It drops at most
+-- index.reclaimLimit, the latest to lapse first: a flow's tickets lapse in
+-- the order they were placed, so its later ones come first, as
+-- fair.unplaceAll unplaces them, and few links are kept.
 local function reclaimTickets()
   local lapsed = {}
   flushTickets()
-  for _, c in ipairs(call('ZRANGEBYSCORE', KEYS[K.TICKET_EXPIRIES], '-inf', NOW)) do
+  local calls, more = index.expired(KEYS[K.TICKET_EXPIRIES], true)
+  for _, c in ipairs(calls) do
     local tk = unbook(c)
     if tk then
       refund(tk.charge)
       lapsed[#lapsed + 1] = {c, tk}
+    else
+      -- Listed without a record (its keys expired apart): the next script
+      -- must not find it again.
+      write('ZREM', KEYS[K.TICKET_EXPIRIES], c)
+      write('ZREM', KEYS[K.TICKET_TIMES], c)
     end
   end
-  fair.unplaceAll(lapsed)
+  fair.unplaceAll(lapsed, more)
+  flushTickets()
+  if more then
+    S.next_ticket_expiry = NOW
+    return
+  end
   -- Counted from the sorted set (the live ones: a snapshot removes
   -- nothing), so keys that expired leave no trace.
-  flushTickets()
   S.tickets = call('ZCOUNT', KEYS[K.TICKET_EXPIRIES], '(' .. fmt(NOW), '+inf')
   if S.tickets == 0 then
     for d = 1, NB do

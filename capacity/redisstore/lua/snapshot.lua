@@ -31,6 +31,10 @@ function entries.snapshot(keys, args)
     out[6] = credentialBlock()
     return out
   end
+  -- A snapshot lists every lease and ticket, so it reclaims, in its
+  -- memory, every one expired; a summary at most WALKS.RECLAIM (the rest
+  -- still hold their slots and charges in it).
+  if ARGV[6] ~= 'summary' then index.reclaimLimit = false end
   advance()
   if S.retime_pending == 1 and S.window_current == 0 then retime() end -- as the next reserve would
   local out = header('ok')

@@ -279,6 +279,7 @@ local STATE_SCHEMA = {
   {'live_from', 'number', packed = true}, -- Redis only: at or below the lowest grant number live (index.liveBefore; 6.2)
   {'live_tree', 'number', packed = true}, -- Redis only: 1 while the live sums are a tree (index.liveAdd; 6.2)
   {'flows_cursor', 'string', packed = true}, -- Redis only: where forgetting idle flows looks next (HSCAN; fair.forgetIdleFlows; 6.2)
+  {'lapsing', 'number', packed = true}, -- Redis only: 1 while KEYS[K.LAPSING] holds links of a reclaim in several scripts (fair.unplaceAll; 6.3)
 }
 
 -- STATE_KINDS is each state field's kind, by name; TEXT_KINDS the same
@@ -507,11 +508,18 @@ local function load(create)
     S.text_until = max(S.text_until, mark)
     recompute()
     if not index.keptBy[S.written_by] then index.rebuild() end
+    if S.lapsing == 1 and stored.loaded.writer ~= SCRIPT_VERSION then
+      -- Another version saved in the middle of a reclaim in several
+      -- scripts (fair.unplaceAll), and reclaims every lapsed ticket at
+      -- once: the links kept are stale.
+      write('DEL', KEYS[K.LAPSING])
+      S.lapsing = 0
+    end
     return true
   end
   if not create then return false end
   write('DEL', KEYS[K.LEASES], KEYS[K.TICKETS], KEYS[K.TICKET_EXPIRIES], KEYS[K.TICKET_TIMES], KEYS[K.FLOWS], KEYS[K.KEY_CAPS],
-    KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], KEYS[K.LIVE_SUMS],
+    KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], KEYS[K.LIVE_SUMS], KEYS[K.LAPSING],
     unpack(KEYS, K.ORDER, K.ORDER + NRANKS - 1))
   S = stored.withDefaults(newState())
   S.format, S.epoch, S.text_until = STATE_FORMAT, EPOCH, mark
@@ -948,6 +956,45 @@ end
 -- (KEYS[K.LEASE_EXPIRIES]): the expired ones and the next expiry are found
 -- without reading every lease (reclaimLeases; Redis only).
 
+-- index.reclaimLimit is how many expired leases, and how many lapsed
+-- tickets, a script reclaims (WALKS.RECLAIM; false: every one, for a
+-- Snapshot, which writes nothing); index.reclaimMore says some were left,
+-- and the script then decides nothing (reclaimed).
+resets[#resets + 1] = function() index.reclaimLimit, index.reclaimMore = WALKS.RECLAIM, false end
+
+-- index.expired returns the members of the sorted set key whose score is at
+-- or before NOW, at most index.reclaimLimit of them, the earliest first (or
+-- the latest, if latest), and whether others are left (index.reclaimMore).
+function index.expired(key, latest)
+  local n = index.reclaimLimit
+  local count = n and n + 1 or -1
+  local got
+  if latest then
+    got = call('ZREVRANGEBYSCORE', key, NOW, '-inf', 'LIMIT', 0, count)
+  else
+    got = call('ZRANGEBYSCORE', key, '-inf', NOW, 'LIMIT', 0, count)
+  end
+  if n and #got > n then
+    got[n + 1] = nil
+    index.reclaimMore = true
+    return got, true
+  end
+  return got, false
+end
+
+-- index.reclaimDue reports whether more leases expired, or more tickets
+-- lapsed, than one script reclaims. The ops script then only advances
+-- (reclaiming index.reclaimLimit of each) and has its batch sent again; a
+-- batch that finds fewer reclaims them in its first operation's advance,
+-- as the memory store does.
+function index.reclaimDue()
+  local n = index.reclaimLimit
+  if S.next_lease_expiry ~= 0 and NOW >= S.next_lease_expiry and call('ZCOUNT', KEYS[K.LEASE_EXPIRIES], '-inf', NOW) > n then
+    return true
+  end
+  return S.next_ticket_expiry ~= 0 and NOW >= S.next_ticket_expiry and call('ZCOUNT', KEYS[K.TICKET_EXPIRIES], '-inf', NOW) > n
+end
+
 -- index.expiryPut records that call c's lease expires at t.
 function index.expiryPut(c, t) write('ZADD', KEYS[K.LEASE_EXPIRIES], t, c) end
 
@@ -1179,7 +1226,8 @@ end
 -- index.keptBy are the versions of the scripts that keep these indexes as
 -- this one does: a state one of them saved last needs no rebuild. A state
 -- of any other version, older or newer (a rollback), is re-indexed.
-index.keptBy = {[SCRIPT_VERSION] = true} -- 6.2 sums the live leases by grant number; 6.1 kept a line per lease
+-- 6.2 and 6.3 sum the live leases by grant number; 6.1 kept a line per lease.
+index.keptBy = {['6.2'] = true, [SCRIPT_VERSION] = true}
 
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
 -- walk over them, when a state saved by a version of the scripts that does
@@ -1314,6 +1362,7 @@ local function save()
   -- The fair-queuing keys live as long as the state.
   if S.flows > 0 then write('PEXPIRE', KEYS[K.FLOWS], ttl) end
   if S.keys_until > 0 then write('PEXPIRE', KEYS[K.KEY_CAPS], ttl) end
+  if S.lapsing == 1 then write('PEXPIRE', KEYS[K.LAPSING], ttl) end
 end
 
 -- boundBlock is how long a block of the given length and half-open time
