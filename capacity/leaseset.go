@@ -4,6 +4,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"time"
 )
 
 // leaseSet holds a scope's live leases by call. A Lease is too large for a
@@ -12,13 +13,17 @@ import (
 // freed slots are reused, and the map holds their indexes: granting and
 // ending a lease allocate nothing once the slab has grown to the most
 // leases the scope has held at once.
+//
+// The leases are also kept by expiry (byExpiry), so that the ones expired
+// and the earliest expiry are found without reading every lease.
 type leaseSet struct {
 	index map[string]int32 // call -> slot in slab
 	slab  []Lease
 	// gen counts each slot's occupants: a slot and its generation name one
 	// lease for as long as it lives (recentGrants holds them).
-	gen  []uint32
-	free []int32 // slots of slab not in use
+	gen      []uint32
+	free     []int32 // slots of slab not in use
+	byExpiry expiryHeap
 }
 
 func newLeaseSet() leaseSet { return leaseSet{index: make(map[string]int32)} }
@@ -49,6 +54,7 @@ func (s *leaseSet) put(call string, le Lease) (slot int32, gen uint32) {
 		s.gen = append(s.gen, 0)
 	}
 	s.index[call] = i
+	s.noteExpiry(i)
 	return i, s.gen[i]
 }
 
@@ -59,6 +65,7 @@ func (s *leaseSet) update(call string, le Lease) bool {
 	i, ok := s.index[call]
 	if ok {
 		s.slab[i] = le
+		s.noteExpiry(i)
 	}
 	return ok
 }
@@ -98,5 +105,120 @@ func (s *leaseSet) all() iter.Seq2[string, Lease] {
 // clone returns a copy of s that shares nothing with it, each lease in
 // the same slot and generation.
 func (s *leaseSet) clone() leaseSet {
-	return leaseSet{index: maps.Clone(s.index), slab: slices.Clone(s.slab), gen: slices.Clone(s.gen), free: slices.Clone(s.free)}
+	return leaseSet{index: maps.Clone(s.index), slab: slices.Clone(s.slab), gen: slices.Clone(s.gen), free: slices.Clone(s.free),
+		byExpiry: slices.Clone(s.byExpiry)}
+}
+
+// noteExpiry files the lease in slot by its expiry. An entry whose lease
+// ended, or was renewed, stays until it reaches the top (nextExpiry drops
+// it). Once the entries number more than twice the live leases and 64, the
+// lease is filed by filing every live lease again, so that after a grant
+// they number at most twice the live leases and 65 (a hot scope's ended
+// leases, each filed a minute ahead, do not pile up), at a cost of one
+// entry per lease filed, spread over the grants.
+func (s *leaseSet) noteExpiry(slot int32) {
+	if len(s.byExpiry) > 2*len(s.index)+64 {
+		s.byExpiry = s.byExpiry[:0]
+		for _, i := range s.index {
+			s.byExpiry = append(s.byExpiry, s.entry(i))
+		}
+		s.byExpiry.init()
+		return // slot is live, so it was filed with the others
+	}
+	s.byExpiry.push(s.entry(slot))
+}
+
+func (s *leaseSet) entry(slot int32) expiryEntry {
+	return expiryEntry{at: s.slab[slot].Expires.UnixNano(), slot: slot, gen: s.gen[slot]}
+}
+
+// live reports whether e still names a live lease at its expiry.
+func (s *leaseSet) live(e expiryEntry) bool {
+	return s.gen[e.slot] == e.gen && s.slab[e.slot].Expires.UnixNano() == e.at
+}
+
+// nextExpiry returns the earliest expiry of a live lease (zero: none).
+func (s *leaseSet) nextExpiry() time.Time {
+	for len(s.byExpiry) > 0 {
+		e := s.byExpiry[0]
+		if s.live(e) {
+			return s.slab[e.slot].Expires
+		}
+		s.byExpiry.pop()
+	}
+	return time.Time{}
+}
+
+// popExpired returns a lease that expired at or before now, and files it
+// no more; the caller ends it (del). It returns false when none is left.
+func (s *leaseSet) popExpired(now time.Time) (Lease, bool) {
+	next := s.nextExpiry() // the top entry is live, if any
+	if next.IsZero() || now.Before(next) {
+		return Lease{}, false
+	}
+	le := s.slab[s.byExpiry[0].slot]
+	s.byExpiry.pop()
+	return le, true
+}
+
+// expiryEntry is a lease filed by its expiry (unix nanoseconds): the
+// lease in slot as generation gen.
+type expiryEntry struct {
+	at   int64
+	slot int32
+	gen  uint32
+}
+
+// expiryHeap is a min-heap of expiryEntry by expiry. Its own push and pop,
+// not container/heap's: an entry passed as an interface would be
+// allocated, once per lease granted.
+type expiryHeap []expiryEntry
+
+// init orders h as a heap.
+func (h expiryHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *expiryHeap) push(e expiryEntry) {
+	*h = append(*h, e)
+	h.up(len(*h) - 1)
+}
+
+// pop removes the earliest entry.
+func (h *expiryHeap) pop() {
+	old := *h
+	n := len(old) - 1
+	old[0] = old[n]
+	*h = old[:n]
+	h.down(0)
+}
+
+func (h expiryHeap) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if h[parent].at <= h[i].at {
+			return
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+func (h expiryHeap) down(i int) {
+	for {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h[l].at < h[least].at {
+			least = l
+		}
+		if r < len(h) && h[r].at < h[least].at {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
 }

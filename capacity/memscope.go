@@ -228,20 +228,19 @@ func (m *memScope) advance(now time.Time) {
 }
 
 // reclaim drops expired leases (their slots come back, their tokens stay
-// spent) and lapsed tickets.
+// spent), found by their expiry without reading the others, and lapsed
+// tickets.
 func (m *memScope) reclaim(now time.Time) {
-	var next time.Time
 	freed := false
-	for call, le := range m.leases.all() {
-		if !now.Before(le.Expires) {
-			m.lapse(call, now)
-			freed = true
-			continue
+	for {
+		le, ok := m.leases.popExpired(now)
+		if !ok {
+			break
 		}
-		if next.IsZero() || le.Expires.Before(next) {
-			next = le.Expires
-		}
+		m.lapse(le.Call, now)
+		freed = true
 	}
+	next := m.leases.nextExpiry()
 	lapsed := m.tickets.lapsed(now)
 	for _, tk := range lapsed {
 		// Lapsed: its charge never reached the provider, so it goes back
@@ -281,18 +280,12 @@ func (m *memScope) slotFree(floor float64) bool {
 }
 
 // nextSlotAt is the latest time a slot frees without any settle: the earliest
-// live lease expiry.
+// live lease expiry (leaseSet.nextExpiry, not a walk of the leases).
 func (m *memScope) nextSlotAt(now time.Time) time.Time {
-	var t time.Time
-	for _, le := range m.leases.all() {
-		if t.IsZero() || le.Expires.Before(t) {
-			t = le.Expires
-		}
+	if t := m.leases.nextExpiry(); !t.IsZero() {
+		return t
 	}
-	if t.IsZero() {
-		t = now
-	}
-	return t
+	return now
 }
 
 // charge takes c from every budget (c may be negative: a refund, capped at
