@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/capacitytest"
 	"github.com/tollgate-dev/tollgate/capacity/learn"
 	"github.com/tollgate-dev/tollgate/capacity/ledger"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
@@ -43,6 +44,30 @@ func TestACLUser(t *testing.T) {
 			testACLUser(t, tt.rules, tt.functions)
 		})
 	}
+}
+
+// lapses grants and books more calls than one script reclaims, and lets
+// them lapse: the reclaim in several scripts, and the links it keeps,
+// run as the user too.
+func lapses(t *testing.T, rdb *redis.Client) {
+	clock := capacitytest.NewManualClock(time.Now())
+	s, err := New(rdb, Options{Clock: clock})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "lapses"}
+	l := capacity.Limits{RequestsPerMinute: 1200}
+	for i := range 300 {
+		_, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: strconv.Itoa(i), Attempt: 1, Charges: oneCharge(), Book: true,
+			TTL: time.Second, Fairness: capacity.Fairness{Key: "k" + strconv.Itoa(i%3)}})
+		require.NoError(t, err)
+	}
+	clock.Advance(time.Hour)
+	_, err = s.Summary(ctx, sc, "")
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, capacity.Request{Scope: sc, Limits: l, Call: "next", Attempt: 1, Charges: oneCharge(), Book: true})
+	require.NoError(t, err)
+	require.Positive(t, s.Stats().ReclaimScripts)
 }
 
 func testACLUser(t *testing.T, rules string, functions bool) {
@@ -78,6 +103,7 @@ func testACLUser(t *testing.T, rules string, functions bool) {
 	require.NoError(t, s.Unblock(ctx, keysScope, false))
 	_, err = s.Snapshot(ctx, keysScope)
 	require.NoError(t, err)
+	lapses(t, rdb)
 	_, err = s.AddFailure(ctx, keysScope, "a", time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, s.Learn(ctx, keysScope, "k", learn.Sample{OutputTokens: 1}))

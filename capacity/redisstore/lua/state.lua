@@ -970,7 +970,9 @@ function index.expired(key, latest)
   local count = n and n + 1 or -1
   local got
   if latest then
-    got = call('ZREVRANGEBYSCORE', key, NOW, '-inf', 'LIMIT', 0, count)
+    -- ZRANGE ... REV, not ZREVRANGEBYSCORE: the least ACL of the package
+    -- doc grants zrange.
+    got = call('ZRANGE', key, NOW, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, count)
   else
     got = call('ZRANGEBYSCORE', key, '-inf', NOW, 'LIMIT', 0, count)
   end

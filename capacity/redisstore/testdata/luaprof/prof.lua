@@ -226,7 +226,22 @@ function commands.ZCOUNT(k, lo, hi)
   end
   return n
 end
-function commands.ZRANGE(k, s, e, opt) return members(slice(sorted(k), s, e), opt == 'WITHSCORES') end
+function commands.ZRANGE(k, s, e, ...)
+  local opts = {...}
+  if opts[1] ~= 'BYSCORE' then return members(slice(sorted(k), s, e), opts[1] == 'WITHSCORES') end
+  -- ZRANGE k hi lo BYSCORE REV [LIMIT offset count], the form the scripts
+  -- send (index.expired): the highest scores first.
+  assert(opts[2] == 'REV', 'luaprof: ZRANGE BYSCORE without REV')
+  local list, l, h, hits = sorted(k), {bound(e)}, {bound(s)}, {}
+  for i = #list, 1, -1 do
+    if within(list[i][2], l, h) then hits[#hits + 1] = list[i] end
+  end
+  local offset, count = 0, -1
+  if opts[3] == 'LIMIT' then offset, count = tonumber(opts[4]), tonumber(opts[5]) end
+  local last = #hits - 1
+  if count >= 0 then last = offset + count - 1 end
+  return members(slice(hits, offset, math.min(last, #hits - 1)), false)
+end
 function commands.ZREVRANGE(k, s, e, opt)
   local list, rev = sorted(k), {}
   s, e = tonumber(s), tonumber(e)
