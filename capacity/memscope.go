@@ -431,8 +431,12 @@ func (m *memScope) fitWait(d int, c, floor, borrow float64, now time.Time) time.
 	}
 	w := waitFor(need, m.rate(d))
 	if c > b.Capacity-(m.booked[d]-borrow)+epsilon {
+		// The last ticket that charges d, among the latest
+		// tuning.LastTicketScan; past them, the last looked at.
+		read := 0
 		m.tickets.latest(func(tk Ticket) bool {
-			if tk.Charges[d] == 0 {
+			read++
+			if tk.Charges[d] == 0 && read < tuning.LastTicketScan {
 				return true
 			}
 			w = max(w, tk.At.Sub(now))

@@ -134,8 +134,10 @@ func luaConstants() []luaConstant {
 		{"NRANKS", capacity.MaxRank + 1, "class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)"},
 		// One table, not two locals: the library's main function holds at
 		// most 200 locals.
-		{"WALKS", map[string]int{"MAX_IDLE_FLOWS": tuning.MaxIdleFlows, "FLOWS_SCAN": tuning.ForgetFlowsScan, "RECLAIM": tuning.MaxReclaim},
-			"how far a script walks: tuning.MaxIdleFlows, tuning.ForgetFlowsScan and tuning.MaxReclaim"},
+		{"WALKS", map[string]int{
+			"MAX_IDLE_FLOWS": tuning.MaxIdleFlows, "FLOWS_SCAN": tuning.ForgetFlowsScan, "RECLAIM": tuning.MaxReclaim,
+			"LAST_TICKETS": tuning.LastTicketScan,
+		}, "how far a script walks: tuning.MaxIdleFlows, ForgetFlowsScan, MaxReclaim and LastTicketScan"},
 		{"RETIME_MOVE", tuning.RetimeMove, "tuning.RetimeMove"},
 		{"GATHER_SPACING", tuning.GatherSpacing.Microseconds(), "tuning.GatherSpacing (µs)"},
 		{"REORDER_WINDOW", tuning.ReorderWindow.Microseconds(), "tuning.ReorderWindow (µs)"},

@@ -49,6 +49,14 @@ const (
 // script walks them all, and no decision sees an expired one held.
 const MaxReclaim = 64
 
+// LastTicketScan is how many of the latest tickets a call larger than the
+// bucket's unbooked part looks at for the last one that charges the
+// bucket, whose time it waits for at least. Past them it waits for the
+// time of the last it looked at, which is no earlier: a scope whose latest
+// tickets charge nothing of the bucket (embeddings, which charge no output
+// tokens, booked behind a chat call) is not read ticket by ticket.
+const LastTicketScan = 64
+
 // GatherSpacing is how far apart the calls gathered by Request.FairStart
 // are due when the gathering ends, in their fair order: released in one
 // instant, they would reach the provider in whatever order their

@@ -29,8 +29,8 @@ local DIMENSIONS = {"requests", "input_tokens", "output_tokens", "tokens", "requ
 local NCLASSES = 3
 -- class ranks: 0 .. NRANKS - 1 (capacity.MaxRank)
 local NRANKS = 8
--- how far a script walks: tuning.MaxIdleFlows, tuning.ForgetFlowsScan and tuning.MaxReclaim
-local WALKS = {FLOWS_SCAN = 16, MAX_IDLE_FLOWS = 1024, RECLAIM = 64}
+-- how far a script walks: tuning.MaxIdleFlows, ForgetFlowsScan, MaxReclaim and LastTicketScan
+local WALKS = {FLOWS_SCAN = 16, LAST_TICKETS = 64, MAX_IDLE_FLOWS = 1024, RECLAIM = 64}
 -- tuning.RetimeMove
 local RETIME_MOVE = 0.01
 -- tuning.GatherSpacing (µs)

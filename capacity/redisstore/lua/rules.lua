@@ -767,20 +767,23 @@ local function nextSlotAt()
 end
 
 -- lastTicketAt is the time of the latest ticket that charges bucket d (0:
--- none): the loop over tickets in memScope.fitWait, on the sorted set of
--- ticket times (Redis only).
+-- none), among the latest WALKS.LAST_TICKETS: past them, the time of the
+-- last it read, which is no earlier (the loop over tickets in
+-- memScope.fitWait, on the sorted set of ticket times; Redis only).
 local function lastTicketAt(d)
-  local start, n = 0, 1 -- the latest ticket most often charges d: read it alone first
+  local start, n, last = 0, 1, 0 -- the latest ticket most often charges d: read it alone first
   flushTickets()
-  while true do
-    local ids = call('ZREVRANGE', KEYS[K.TICKET_TIMES], start, start + n - 1, 'WITHSCORES')
+  while start < WALKS.LAST_TICKETS do
+    local ids = call('ZREVRANGE', KEYS[K.TICKET_TIMES], start, min(start + n, WALKS.LAST_TICKETS) - 1, 'WITHSCORES')
     if #ids == 0 then return 0 end
     for j = 1, #ids, 2 do
       local tk = getTicket(ids[j])
-      if tk and tk.charge[d] > 0 then return tonumber(ids[j + 1]) end
+      last = tonumber(ids[j + 1])
+      if tk and tk.charge[d] > 0 then return last end
     end
     start, n = start + n, 16
   end
+  return last
 end
 
 -- fitWait returns how long (µs) until charge c fits in bucket d with no
