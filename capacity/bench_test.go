@@ -109,3 +109,28 @@ func BenchmarkReports(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSummary measures the memory store's Summary of a scope with n
+// leases in flight: what a pooled call reads of each member, and the
+// budget gauges of every scope.
+func BenchmarkSummary(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run("inflight="+strconv.Itoa(n), func(b *testing.B) {
+			store := capacity.NewMemoryStore(capacity.MemoryOptions{})
+			ctx := context.Background()
+			for _, call := range benchCalls(n) {
+				res, err := store.Reserve(ctx, capacity.Request{Scope: propScope, Limits: benchLimits, Call: call, Attempt: 1, TTL: time.Hour,
+					Charges: capacity.Charges{capacity.Requests: 1, capacity.Tokens: 1000, capacity.InFlight: 1}})
+				if err != nil || !res.Granted {
+					b.Fatal(err, res.Reason)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := store.Summary(ctx, propScope, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

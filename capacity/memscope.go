@@ -259,6 +259,18 @@ func (m *memScope) reclaim(now time.Time) {
 	}
 }
 
+// expiredBy reports whether a live lease expired, or a booked ticket
+// lapsed, at or before now: what advance would reclaim (nextExp is only a
+// lower bound of it).
+func (m *memScope) expiredBy(now time.Time) bool {
+	for _, t := range []time.Time{m.leases.nextExpiry(), m.tickets.nextExpiry()} {
+		if !t.IsZero() && !now.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *memScope) noteExpiry(t time.Time) {
 	if m.nextExp.IsZero() || t.Before(m.nextExp) {
 		m.nextExp = t

@@ -1,6 +1,9 @@
 package capacity
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Summary is what a Summarizer reads of a scope: the budgets, levels and
 // blocks of its Snapshot, how many leases are in flight and tickets
@@ -27,14 +30,43 @@ type Summarizer interface {
 	Summary(ctx context.Context, sc Scope, call string) (Summary, error)
 }
 
-// Summary implements Summarizer. The memory store's is its Snapshot, which
-// costs it microseconds.
+// Summary implements Summarizer. While no lease or ticket of the scope has
+// expired unreclaimed, it advances a copy of the scope's budgets alone to
+// now, in time that does not grow with its leases and tickets (a Snapshot
+// copies them all: 0.75 ms with 1,000 leases in flight and 13 ms with
+// 10,000, under the scope's lock; BenchmarkSummary). Otherwise it is its
+// Snapshot's.
 func (s *MemoryStore) Summary(ctx context.Context, sc Scope, call string) (Summary, error) {
-	snap, err := s.Snapshot(ctx, sc)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return Summary{}, err
 	}
-	return snap.Summary(call), nil
+	now := s.clock.Now()
+	snap := Snapshot{Scope: sc, Now: now}
+	if cb, ok := s.credBlock(sc, now); ok {
+		snap.Blocks = append(snap.Blocks, cb)
+	}
+	st := s.scope(sc, false)
+	if st == nil {
+		return snap.Summary(call), nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.expiredBy(now) {
+		view := st.clone()
+		view.advance(now) // reclaims, as Snapshot's view does
+		return view.snapshot(snap, now).Summary(call), nil
+	}
+	// Nothing to reclaim, so advancing moves only the budgets' state
+	// (scopeState): the view holds that alone.
+	view := &memScope{scope: st.scope, scopeState: st.scopeState}
+	view.nextExp = time.Time{}
+	view.advance(now)
+	sum := view.snapshot(snap, now).Summary(call)
+	sum.InFlight, sum.Booked = st.leases.len(), st.tickets.len()
+	if call != "" {
+		_, sum.HoldsTicket = st.tickets.get(call)
+	}
+	return sum, nil
 }
 
 // Summary returns what a Summarizer would read of the snapshot's scope for
