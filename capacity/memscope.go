@@ -118,6 +118,18 @@ func (m *memScope) clone() *memScope {
 	}
 }
 
+// view returns a copy of m advanced to now, its first tickets retimed as
+// the next Reserve would: what a read sees, since reading a scope never
+// changes it.
+func (m *memScope) view(now time.Time) *memScope {
+	v := m.clone()
+	v.advance(now)
+	if v.retimePending && !v.windowCurrent {
+		v.retime(now)
+	}
+	return v
+}
+
 // lapse drops call's live lease (its slot comes back, its tokens stay
 // spent) and remembers it as lapsed.
 func (m *memScope) lapse(call string, now time.Time) {

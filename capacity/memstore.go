@@ -546,23 +546,24 @@ func (s *MemoryStore) Snapshot(ctx context.Context, sc Scope) (Snapshot, error) 
 		return Snapshot{}, err
 	}
 	now := s.clock.Now()
-	snap := Snapshot{Scope: sc, Now: now}
-	if cb, ok := s.credBlock(sc, now); ok {
-		snap.Blocks = append(snap.Blocks, cb)
-	}
+	snap := s.snapshotOf(sc, now)
 	st := s.scope(sc, false)
 	if st == nil {
 		return snap, nil
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	// A copy is advanced to now: reading a scope never changes it.
-	view := st.clone()
-	view.advance(now)
-	if view.retimePending && !view.windowCurrent {
-		view.retime(now) // as the next Reserve would
+	return st.view(now).snapshot(snap, now), nil
+}
+
+// snapshotOf is the part of sc's Snapshot at now that is not the scope's
+// state: the scope, the time and its credential's block.
+func (s *MemoryStore) snapshotOf(sc Scope, now time.Time) Snapshot {
+	snap := Snapshot{Scope: sc, Now: now}
+	if cb, ok := s.credBlock(sc, now); ok {
+		snap.Blocks = append(snap.Blocks, cb)
 	}
-	return view.snapshot(snap, now), nil
+	return snap
 }
 
 // AddFailure implements Store.

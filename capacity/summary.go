@@ -41,10 +41,7 @@ func (s *MemoryStore) Summary(ctx context.Context, sc Scope, call string) (Summa
 		return Summary{}, err
 	}
 	now := s.clock.Now()
-	snap := Snapshot{Scope: sc, Now: now}
-	if cb, ok := s.credBlock(sc, now); ok {
-		snap.Blocks = append(snap.Blocks, cb)
-	}
+	snap := s.snapshotOf(sc, now)
 	st := s.scope(sc, false)
 	if st == nil {
 		return snap.Summary(call), nil
@@ -52,9 +49,7 @@ func (s *MemoryStore) Summary(ctx context.Context, sc Scope, call string) (Summa
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.expiredBy(now) {
-		view := st.clone()
-		view.advance(now) // reclaims, as Snapshot's view does
-		return view.snapshot(snap, now).Summary(call), nil
+		return st.view(now).snapshot(snap, now).Summary(call), nil // reclaims
 	}
 	// Nothing to reclaim, so advancing moves only the budgets' state
 	// (scopeState): the view holds that alone.
