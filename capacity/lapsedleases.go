@@ -18,6 +18,8 @@ type lapsedLeases struct {
 	forget map[string]int64 // when each remembered id is forgotten (unix nanoseconds)
 	order  []lapsedLease    // ids in the order they lapsed; order[head:] are live
 	head   int
+	// changed holds the ids remembered or forgotten (records.go).
+	changed changedKeys[string]
 }
 
 type lapsedLease struct {
@@ -34,6 +36,7 @@ func (e *lapsedLeases) take(id string, now time.Time) bool {
 	forget, ok := e.forget[id]
 	if ok {
 		delete(e.forget, id)
+		e.changed.note(id)
 	}
 	return ok && now.UnixNano() < forget
 }
@@ -41,21 +44,31 @@ func (e *lapsedLeases) take(id string, now time.Time) bool {
 // drop forgets id, if remembered: a lease granted again under the same id
 // (the same attempt of its call) is live, not lapsed.
 func (e *lapsedLeases) drop(id string) {
-	if len(e.forget) > 0 {
+	if len(e.forget) == 0 {
+		return
+	}
+	if _, ok := e.forget[id]; ok {
 		delete(e.forget, id)
+		e.changed.note(id)
 	}
 }
 
 // add remembers id until now + LapsedLeaseMemory and forgets the ids whose
 // time has come.
 func (e *lapsedLeases) add(id string, now time.Time) {
+	e.expire(now)
+	forget := now.Add(tuning.LapsedLeaseMemory).UnixNano()
+	e.remember(id, forget)
+}
+
+// remember remembers id until forget (unix nanoseconds).
+func (e *lapsedLeases) remember(id string, forget int64) {
 	if e.forget == nil {
 		e.forget = make(map[string]int64)
 	}
-	e.expire(now)
-	forget := now.Add(tuning.LapsedLeaseMemory).UnixNano()
 	e.forget[id] = forget
 	e.order = append(e.order, lapsedLease{id, forget})
+	e.changed.note(id)
 }
 
 // expire forgets the ids lapsed LapsedLeaseMemory or more before now, from
@@ -66,6 +79,7 @@ func (e *lapsedLeases) expire(now time.Time) {
 		x := e.order[e.head]
 		if f, ok := e.forget[x.id]; ok && f == x.forget {
 			delete(e.forget, x.id) // not remembered again since
+			e.changed.note(x.id)
 		}
 		e.order[e.head] = lapsedLease{}
 		e.head++

@@ -24,6 +24,7 @@ type leaseSet struct {
 	gen      []uint32
 	free     []int32 // slots of slab not in use
 	byExpiry expiryHeap
+	changed  changedKeys[string] // calls whose lease changed (records.go)
 }
 
 func newLeaseSet() leaseSet { return leaseSet{index: make(map[string]int32)} }
@@ -55,6 +56,7 @@ func (s *leaseSet) put(call string, le Lease) (slot int32, gen uint32) {
 	}
 	s.index[call] = i
 	s.noteExpiry(i)
+	s.changed.note(call)
 	return i, s.gen[i]
 }
 
@@ -66,6 +68,7 @@ func (s *leaseSet) update(call string, le Lease) bool {
 	if ok {
 		s.slab[i] = le
 		s.noteExpiry(i)
+		s.changed.note(call)
 	}
 	return ok
 }
@@ -73,7 +76,7 @@ func (s *leaseSet) update(call string, le Lease) bool {
 // at returns the lease in slot if it is still the one put there as
 // generation gen.
 func (s *leaseSet) at(slot int32, gen uint32) (Lease, bool) {
-	if int(slot) >= len(s.slab) || s.gen[slot] != gen {
+	if slot < 0 || int(slot) >= len(s.slab) || s.gen[slot] != gen {
 		return Lease{}, false
 	}
 	return s.slab[slot], true
@@ -86,6 +89,7 @@ func (s *leaseSet) del(call string) {
 		return
 	}
 	delete(s.index, call)
+	s.changed.note(call)
 	s.slab[i] = Lease{} // its strings are not kept alive
 	s.gen[i]++
 	s.free = append(s.free, i)

@@ -37,6 +37,8 @@ type liveNode struct {
 type liveSums struct {
 	nodes map[liveNode][numBuckets]float64 // nil: not kept (liveFlat or fewer leases live)
 	from  int64
+	// changed holds the nodes changed (records.go).
+	changed changedKeys[liveNode]
 }
 
 // on reports whether the sums are kept.
@@ -55,7 +57,12 @@ func (s *liveSums) start(leases *leaseSet) {
 }
 
 // stop forgets the sums: no lease is live.
-func (s *liveSums) stop() { s.nodes = nil }
+func (s *liveSums) stop() {
+	for k := range s.nodes {
+		s.changed.note(k)
+	}
+	s.nodes = nil
+}
 
 // add adds lease le's charges, times sign (1: granted, -1: ended), to
 // every node above it.
@@ -72,6 +79,7 @@ func (s *liveSums) add(le Lease, sign float64) {
 		} else {
 			delete(s.nodes, k)
 		}
+		s.changed.note(k)
 	}
 }
 
@@ -124,6 +132,7 @@ func (s *liveSums) before(n int64, leases *leaseSet) (earlier, own [numBuckets]f
 
 // clone returns a copy that shares nothing with s.
 func (s liveSums) clone() liveSums {
+	s.changed = nil
 	if s.nodes != nil {
 		s.nodes = maps.Clone(s.nodes)
 	}

@@ -38,6 +38,23 @@ type fairState struct {
 	// (Request.FairStart).
 	keyed                         bool
 	fairStartFrom, fairStartUntil int64
+
+	// The flows, places of flowOrder and keys changed (records.go).
+	flowsChanged changedKeys[flowID]
+	orderChanged changedKeys[int]
+	keysChanged  changedKeys[string]
+}
+
+// setFlow makes f flow id's state.
+func (m *memScope) setFlow(id flowID, f flowState) {
+	m.flows[id] = f
+	m.flowsChanged.note(id)
+}
+
+// setKey makes k key's counters.
+func (m *memScope) setKey(key string, k keyState) {
+	m.keys[key] = k
+	m.keysChanged.note(key)
 }
 
 // gathering reports whether req, a keyed call, arrives while the first
@@ -127,13 +144,14 @@ func (m *memScope) place(req *Request, rule ClassRule, c Charges) (start, finish
 	f, seen := m.flows[id]
 	if !seen {
 		m.flowOrder = append(m.flowOrder, id)
+		m.orderChanged.note(len(m.flowOrder) - 1)
 	}
 	f.class, f.key, f.rank = req.Class, req.Fairness.Key, rule.Rank
 	weight = req.FlowWeight(rule)
 	start = math.Max(f.finish, m.virtualAt(rule.Rank, req.Since))
 	finish = start + fairCost(c)/weight
 	f.finish = finish
-	m.flows[id] = f
+	m.setFlow(id, f)
 	m.forgetIdleFlows()
 	return start, finish, weight
 }
@@ -150,7 +168,7 @@ func (m *memScope) serve(class Class, key string, rank int, start float64, c Cha
 	id := flowID{class, key}
 	if f, ok := m.flows[id]; ok {
 		f.granted += fairCost(c)
-		m.flows[id] = f
+		m.setFlow(id, f)
 	}
 }
 
@@ -192,7 +210,7 @@ func (m *memScope) unplace(tk Ticket) {
 	id := flowID{tk.Class, tk.Key}
 	if f, ok := m.flows[id]; ok && f.finish == tk.Finish {
 		f.finish = tk.Start
-		m.flows[id] = f
+		m.setFlow(id, f)
 	}
 }
 
@@ -220,14 +238,14 @@ func (m *memScope) settleFlow(le Lease, final Charges, now time.Time) {
 	if f, ok := m.flows[id]; ok && le.Weight > 0 {
 		f.finish += delta / le.Weight
 		f.granted = math.Max(0, f.granted+delta)
-		m.flows[id] = f
+		m.setFlow(id, f)
 	}
 	if k, ok := m.keys[le.Key]; ok {
 		day := keyTokens(final.NonNegative()) - keyTokens(le.Charges)
 		if le.GrantedAt.Before(k.dayStart) {
 			day = 0 // charged to an earlier day window: today's is not corrected
 		}
-		m.keys[le.Key] = m.chargeKeyState(k, final.NonNegative().Sub(le.Charges), day)
+		m.setKey(le.Key, m.chargeKeyState(k, final.NonNegative().Sub(le.Charges), day))
 	}
 }
 
@@ -247,8 +265,11 @@ func (m *memScope) forgetIdleFlows() {
 		id := m.flowOrder[m.flowCursor]
 		if f := m.flows[id]; f.finish <= m.virtual[f.rank] {
 			delete(m.flows, id)
+			m.flowsChanged.note(id)
 			last := len(m.flowOrder) - 1
 			m.flowOrder[m.flowCursor] = m.flowOrder[last]
+			m.orderChanged.note(m.flowCursor)
+			m.orderChanged.note(last)
 			m.flowOrder = m.flowOrder[:last]
 		} else {
 			m.flowCursor++
@@ -267,6 +288,12 @@ func (m *memScope) forgetIdle() {
 		if m.budgets[d].Limited && m.level[d] < m.budgets[d].Capacity {
 			return
 		}
+	}
+	for id := range m.flows {
+		m.flowsChanged.note(id)
+	}
+	for i := range m.flowOrder {
+		m.orderChanged.note(i)
 	}
 	clear(m.flows) // kept for the next calls, as the logs' space below
 	m.flowOrder, m.flowCursor = m.flowOrder[:0], 0
@@ -360,7 +387,7 @@ func (m *memScope) chargeKey(f Fairness, c Charges, now time.Time) {
 	}
 	k := m.refreshKey(f, now)
 	k.frac = f.Share
-	m.keys[f.Key] = m.chargeKeyState(k, c, keyTokens(c))
+	m.setKey(f.Key, m.chargeKeyState(k, c, keyTokens(c)))
 }
 
 // chargeKeyState takes c from k's share buckets, if it has a share (a
@@ -382,7 +409,7 @@ func (m *memScope) chargeKeyState(k keyState, c Charges, day float64) keyState {
 // caps.
 func (m *memScope) refundKey(tk Ticket) {
 	if k, ok := m.keys[tk.Key]; ok {
-		m.keys[tk.Key] = m.chargeKeyState(k, Charges{}.Sub(tk.Charges), -keyTokens(tk.Charges))
+		m.setKey(tk.Key, m.chargeKeyState(k, Charges{}.Sub(tk.Charges), -keyTokens(tk.Charges)))
 	}
 }
 

@@ -23,6 +23,8 @@ type memScope struct {
 	tickets ticketBook   // booked tickets by Call, in their order, by time and by expiry
 
 	failures map[string]failureCount // real failures by Call
+	// failuresChanged holds the calls whose failures changed (records.go).
+	failuresChanged changedKeys[string]
 	// lapsed holds the leases that expired or were superseded lately,
 	// until they are forgotten: a late settle of one applies its debt once.
 	lapsed lapsedLeases

@@ -585,10 +585,12 @@ func (s *MemoryStore) AddFailure(ctx context.Context, sc Scope, call string, ttl
 	f.count++
 	f.expires = now.Add(ttl)
 	st.failures[call] = f
+	st.failuresChanged.note(call)
 	if len(st.failures) > 1024 && len(st.failures)%1024 == 0 {
 		for c, g := range st.failures {
 			if !now.Before(g.expires) {
 				delete(st.failures, c)
+				st.failuresChanged.note(c)
 			}
 		}
 	}

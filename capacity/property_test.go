@@ -300,11 +300,21 @@ func drawDemand(t *rapid.T, l capacity.Limits) (c capacity.Charges, ok bool) {
 	return p.Charges(d), true
 }
 
+// propStore is what propModel drives: a MemoryStore, or two that keep one
+// scope's records (replicatedStore).
+type propStore interface {
+	Reserve(context.Context, capacity.Request) (capacity.Reservation, error)
+	Settle(context.Context, capacity.Lease, capacity.Charges) error
+	Release(context.Context, capacity.Lease) error
+	Observe(context.Context, capacity.Scope, capacity.Observation) error
+	Snapshot(context.Context, capacity.Scope) (capacity.Snapshot, error)
+}
+
 // propModel drives a MemoryStore through random operations on one scope and
 // mirrors what it must hold.
 type propModel struct {
 	clock  *capacitytest.ManualClock
-	store  *capacity.MemoryStore
+	store  propStore
 	limits capacity.Limits
 	ledger ledger
 	live   map[string]capacity.Lease // by lease id, as the model believes
@@ -431,83 +441,95 @@ func (m *propModel) snapshot(t *rapid.T) capacity.Snapshot {
 func TestPropertyConformance(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := capacitytest.NewManualClock(storetest.Epoch)
-		limits, keys := drawLimits(t), drawKeys(t)
-		m := &propModel{
-			clock:  clock,
-			store:  capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock}),
-			limits: limits,
-			live:   map[string]capacity.Lease{},
-			keys:   keys,
-			quotas: quotas{limits: limits, keys: keys, days: map[string]*keyDay{}, chargedAt: map[string]time.Time{}},
-		}
-		ctx := context.Background()
-		t.Repeat(map[string]func(*rapid.T){
-			"reserve": func(t *rapid.T) { m.reserve(t, false) },
-			"book":    func(t *rapid.T) { m.reserve(t, true) },
-			"advance": func(t *rapid.T) {
-				clock.Advance(time.Duration(rapid.Int64Range(1, 5000).Draw(t, "ms")) * time.Millisecond)
-				m.expire()
-			},
-			"settle": func(t *rapid.T) {
-				le, ok := m.pick(t)
-				if !ok {
-					t.Skip()
-				}
-				final := le.Charges
-				for d := capacity.InputTokens; d <= capacity.Tokens; d++ {
-					final[d] = rapid.Int64Range(0, le.Charges[d]*2).Draw(t, "final-"+d.String())
-				}
-				require.NoError(t, m.store.Settle(ctx, le, final))
-				m.quotas.corrected(le, final, clock.Now())
-				delete(m.live, le.ID)
-				refund := le.Charges.Sub(final)
-				for d := range refund {
-					refund[d] = -max(refund[d], 0) // refunds hand capacity back; debt only delays
-				}
-				m.ledger.add(clock.Now(), refund)
-			},
-			"release": func(t *rapid.T) {
-				le, ok := m.pick(t)
-				if !ok {
-					t.Skip()
-				}
-				require.NoError(t, m.store.Release(ctx, le))
-				m.quotas.corrected(le, capacity.Charges{}, clock.Now())
-				delete(m.live, le.ID)
-				var refund capacity.Charges
-				m.ledger.add(clock.Now(), refund.Sub(le.Charges))
-			},
-			"observe": func(t *rapid.T) {
-				var o capacity.Observation
-				d := capacity.Dimension(rapid.IntRange(0, 3).Draw(t, "dim"))
-				// A truthful provider (or one that reports less than it has).
-				most := m.ledger.providerLevel(d, m.limits, clock.Now())
-				o.Dims[d] = capacity.DimensionObservation{HasRemaining: true, Remaining: min(most, rapid.Int64Range(0, 100000).Draw(t, "remaining"))}
-				if le, ok := m.pick(t); ok {
-					o.Mark = le.Mark
-				}
-				require.NoError(t, m.store.Observe(ctx, propScope, o))
-				m.ledger.observed = true
-			},
-			"": func(t *rapid.T) {
-				s := m.snapshot(t)
-				if b := s.Budget[capacity.InFlight]; b.Limited {
-					require.GreaterOrEqual(t, s.Level[capacity.InFlight], 0.0)
-				}
-				require.LessOrEqual(t, len(s.Leases), len(m.live)+0, "store holds a lease the model dropped")
-				for _, f := range s.Flows {
-					require.False(t, math.IsNaN(f.Finish) || math.IsInf(f.Finish, 0), "flow %s/%s finishes at %v", f.Class, f.Key, f.Finish)
-					require.GreaterOrEqual(t, f.Granted, 0.0)
-				}
-				for _, k := range s.Keys {
-					f := m.keys[k.Key]
-					require.True(t, f.Share > 0 || f.TokensPerDay > 0, "counters for key %q without caps", k.Key)
-					require.GreaterOrEqual(t, k.DayUsed, 0.0)
-				}
-			},
-		})
+		m := newPropModel(t, clock, capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock}))
+		t.Repeat(m.actions())
 		m.ledger.check(t, m.limits)
 	})
+}
+
+// newPropModel returns a model driving store, on clock, with limits and
+// fairness keys drawn.
+func newPropModel(t *rapid.T, clock *capacitytest.ManualClock, store propStore) *propModel {
+	limits, keys := drawLimits(t), drawKeys(t)
+	return &propModel{
+		clock:  clock,
+		store:  store,
+		limits: limits,
+		live:   map[string]capacity.Lease{},
+		keys:   keys,
+		quotas: quotas{limits: limits, keys: keys, days: map[string]*keyDay{}, chargedAt: map[string]time.Time{}},
+	}
+}
+
+// actions returns the operations TestPropertyConformance draws from, and
+// the invariants checked after each.
+func (m *propModel) actions() map[string]func(*rapid.T) {
+	ctx, clock := context.Background(), m.clock
+	return map[string]func(*rapid.T){
+		"reserve": func(t *rapid.T) { m.reserve(t, false) },
+		"book":    func(t *rapid.T) { m.reserve(t, true) },
+		"advance": func(t *rapid.T) {
+			clock.Advance(time.Duration(rapid.Int64Range(1, 5000).Draw(t, "ms")) * time.Millisecond)
+			m.expire()
+		},
+		"settle": func(t *rapid.T) {
+			le, ok := m.pick(t)
+			if !ok {
+				t.Skip()
+			}
+			final := le.Charges
+			for d := capacity.InputTokens; d <= capacity.Tokens; d++ {
+				final[d] = rapid.Int64Range(0, le.Charges[d]*2).Draw(t, "final-"+d.String())
+			}
+			require.NoError(t, m.store.Settle(ctx, le, final))
+			m.quotas.corrected(le, final, clock.Now())
+			delete(m.live, le.ID)
+			refund := le.Charges.Sub(final)
+			for d := range refund {
+				refund[d] = -max(refund[d], 0) // refunds hand capacity back; debt only delays
+			}
+			m.ledger.add(clock.Now(), refund)
+		},
+		"release": func(t *rapid.T) {
+			le, ok := m.pick(t)
+			if !ok {
+				t.Skip()
+			}
+			require.NoError(t, m.store.Release(ctx, le))
+			m.quotas.corrected(le, capacity.Charges{}, clock.Now())
+			delete(m.live, le.ID)
+			var refund capacity.Charges
+			m.ledger.add(clock.Now(), refund.Sub(le.Charges))
+		},
+		"observe": func(t *rapid.T) {
+			var o capacity.Observation
+			d := capacity.Dimension(rapid.IntRange(0, 3).Draw(t, "dim"))
+			// A truthful provider (or one that reports less than it has).
+			most := m.ledger.providerLevel(d, m.limits, clock.Now())
+			o.Dims[d] = capacity.DimensionObservation{HasRemaining: true, Remaining: min(most, rapid.Int64Range(0, 100000).Draw(t, "remaining"))}
+			if le, ok := m.pick(t); ok {
+				o.Mark = le.Mark
+			}
+			require.NoError(t, m.store.Observe(ctx, propScope, o))
+			m.ledger.observed = true
+		},
+		"": func(t *rapid.T) {
+			s := m.snapshot(t)
+			if b := s.Budget[capacity.InFlight]; b.Limited {
+				require.GreaterOrEqual(t, s.Level[capacity.InFlight], 0.0)
+			}
+			require.LessOrEqual(t, len(s.Leases), len(m.live)+0, "store holds a lease the model dropped")
+			for _, f := range s.Flows {
+				require.False(t, math.IsNaN(f.Finish) || math.IsInf(f.Finish, 0), "flow %s/%s finishes at %v", f.Class, f.Key, f.Finish)
+				require.GreaterOrEqual(t, f.Granted, 0.0)
+			}
+			for _, k := range s.Keys {
+				f := m.keys[k.Key]
+				require.True(t, f.Share > 0 || f.TokensPerDay > 0, "counters for key %q without caps", k.Key)
+				require.GreaterOrEqual(t, k.DayUsed, 0.0)
+			}
+		},
+	}
 }
 
 // TestConcurrentConformance runs reserve/settle/release from many goroutines

@@ -16,14 +16,18 @@ type recentGrants struct {
 	// have left the queue: a lease granted at or after it that ends takes
 	// its charges out of held itself.
 	cutoff int64
+	// changed holds the grant numbers (Mark.Seq) of the entries added or
+	// dropped (records.go).
+	changed changedKeys[int64]
 }
 
 // recentGrant names a granted lease by its slot and generation in the
 // scope's leaseSet: no pointer, so a hot scope's queue costs the garbage
 // collector nothing to scan.
 type recentGrant struct {
-	slot      int32
+	slot      int32 // -1: a lease known to have ended (applied from records)
 	gen       uint32
+	seq       int64 // Mark.Seq
 	grantedAt int64 // unix nanoseconds
 }
 
@@ -36,7 +40,8 @@ func (r *recentGrants) inWindow(grantedAt time.Time) bool {
 // add counts le, granted now in slot and generation gen of the scope's
 // leases.
 func (r *recentGrants) add(le Lease, slot int32, gen uint32) {
-	r.queue = append(r.queue, recentGrant{slot, gen, le.GrantedAt.UnixNano()})
+	r.queue = append(r.queue, recentGrant{slot, gen, le.Mark.Seq, le.GrantedAt.UnixNano()})
+	r.changed.note(le.Mark.Seq)
 	for d := range r.held {
 		r.held[d] += float64(le.Charges[d])
 	}
@@ -61,6 +66,7 @@ func (r *recentGrants) expire(cutoff time.Time, leases *leaseSet) {
 	}
 	for r.head < len(r.queue) && r.queue[r.head].grantedAt < r.cutoff {
 		g := r.queue[r.head]
+		r.changed.note(g.seq)
 		if le, ok := leases.at(g.slot, g.gen); ok {
 			for d := range r.held {
 				r.held[d] -= float64(le.Charges[d])
@@ -79,6 +85,6 @@ func (r *recentGrants) expire(cutoff time.Time, leases *leaseSet) {
 // clone returns a copy of r that shares nothing with it.
 func (r recentGrants) clone() recentGrants {
 	r.queue = append([]recentGrant(nil), r.queue[r.head:]...)
-	r.head = 0
+	r.head, r.changed = 0, nil
 	return r
 }

@@ -19,6 +19,7 @@ type ticketBook struct {
 	order    *btree.BTreeG[orderKey] // the order they are due in
 	times    *btree.BTreeG[timeKey]  // At (µs, the Redis store's resolution), then Call
 	expiries *btree.BTreeG[timeKey]  // Expires, then Call
+	changed  changedKeys[string]     // calls whose ticket changed (records.go)
 }
 
 // orderKey is a ticket's place in the order tickets are due in.
@@ -102,6 +103,7 @@ func (b *ticketBook) put(tk Ticket) {
 		b.expiries.ReplaceOrInsert(expiryKeyOf(tk))
 	}
 	b.byCall[tk.Call] = tk
+	b.changed.note(tk.Call)
 }
 
 // remove drops call's ticket and returns it.
@@ -111,6 +113,7 @@ func (b *ticketBook) remove(call string) (Ticket, bool) {
 		return Ticket{}, false
 	}
 	delete(b.byCall, call)
+	b.changed.note(call)
 	b.order.Delete(orderKeyOf(tk))
 	b.times.Delete(timeKeyOf(tk))
 	b.expiries.Delete(expiryKeyOf(tk))

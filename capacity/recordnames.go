@@ -1,0 +1,170 @@
+package capacity
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Records is part of a scope's state as named, encoded records: what a
+// store that keeps a MemoryStore's scope elsewhere writes and reads
+// (MemoryStore.TakeRecords, LoadRecords). Blob holds what the scope keeps
+// by value and goes with every change; Fields holds the records by name,
+// a nil value for one deleted. Names and values are binary; neither holds
+// a secret (calls, fairness keys and lease ids are names).
+type Records struct {
+	Blob   []byte
+	Fields map[string][]byte
+}
+
+// The first byte of a record's name is its kind; the rest is its key.
+const (
+	kindLease     = 'l' // + call
+	kindTicket    = 't' // + call
+	kindFailure   = 'f' // + call
+	kindLapsed    = 'x' // + lease id
+	kindFlow      = 'w' // + flow id (class, key)
+	kindFlowOrder = 'o' // + place
+	kindKey       = 'k' // + fairness key
+	kindLive      = 'n' // + level, index
+	kindRecent    = 'r' // + Mark.Seq
+)
+
+// named returns r encoded.
+func (r scopeRecords) named() Records {
+	out := Records{Blob: encodeRecord(r.blob.fields), Fields: map[string][]byte{}}
+	nameAll(out.Fields, kindLease, r.leases, strKey, (*Lease).fields)
+	nameAll(out.Fields, kindTicket, r.tickets, strKey, (*Ticket).fields)
+	nameAll(out.Fields, kindFailure, r.failures, strKey, (*failureCount).fields)
+	nameAll(out.Fields, kindLapsed, r.lapsed, strKey, int64Fields)
+	nameAll(out.Fields, kindFlow, r.flows, flowKey, (*flowState).fields)
+	nameAll(out.Fields, kindFlowOrder, r.flowOrder, intKey, (*flowID).fields)
+	nameAll(out.Fields, kindKey, r.keys, strKey, (*keyState).fields)
+	nameAll(out.Fields, kindLive, r.live, liveKey, liveFields)
+	nameAll(out.Fields, kindRecent, r.recent, int64Key, (*recentRecord).fields)
+	return out
+}
+
+// parseRecords decodes the named records of scope sc.
+func parseRecords(sc Scope, in Records) (scopeRecords, error) {
+	var r scopeRecords
+	if err := decodeRecord(in.Blob, r.blob.fields); err != nil {
+		return scopeRecords{}, fmt.Errorf("the scope's blob: %w", err)
+	}
+	for name, value := range in.Fields {
+		if name == "" {
+			return scopeRecords{}, fmt.Errorf("%w: a record without a name", ErrBadRecord)
+		}
+		var err error
+		switch name[0] {
+		case kindLease:
+			err = parseOne(&r.leases, name, value, parseStr, (*Lease).fields)
+		case kindTicket:
+			err = parseOne(&r.tickets, name, value, parseStr, (*Ticket).fields)
+		case kindFailure:
+			err = parseOne(&r.failures, name, value, parseStr, (*failureCount).fields)
+		case kindLapsed:
+			err = parseOne(&r.lapsed, name, value, parseStr, int64Fields)
+		case kindFlow:
+			err = parseOne(&r.flows, name, value, parseFlow, (*flowState).fields)
+		case kindFlowOrder:
+			err = parseOne(&r.flowOrder, name, value, parseInt, (*flowID).fields)
+		case kindKey:
+			err = parseOne(&r.keys, name, value, parseStr, (*keyState).fields)
+		case kindLive:
+			err = parseOne(&r.live, name, value, parseLive, liveFields)
+		case kindRecent:
+			err = parseOne(&r.recent, name, value, parseInt64, (*recentRecord).fields)
+		default:
+			err = fmt.Errorf("%w: no record kind %q", ErrBadRecord, name[:1])
+		}
+		if err != nil {
+			return scopeRecords{}, fmt.Errorf("record %q: %w", name, err)
+		}
+	}
+	for _, le := range r.leases {
+		if le != nil {
+			le.Scope = sc // a lease's record leaves out its scope's name
+		}
+	}
+	return r, nil
+}
+
+func nameAll[K comparable, V any](out map[string][]byte, kind byte, r map[K]*V, key func(K) []byte, fields func(*V, fieldCodec)) {
+	for k, v := range r {
+		name := string(append([]byte{kind}, key(k)...))
+		if v == nil {
+			out[name] = nil
+		} else {
+			out[name] = encodeRecord(func(c fieldCodec) { fields(v, c) })
+		}
+	}
+}
+
+// parseOne decodes the record name, value into *r (made if nil).
+func parseOne[K comparable, V any](r *map[K]*V, name string, value []byte, key func([]byte) (K, bool), fields func(*V, fieldCodec)) error {
+	k, ok := key([]byte(name[1:]))
+	if !ok {
+		return fmt.Errorf("%w: a name without a key", ErrBadRecord)
+	}
+	if *r == nil {
+		*r = map[K]*V{}
+	}
+	if value == nil {
+		(*r)[k] = nil
+		return nil
+	}
+	v := new(V)
+	if err := decodeRecord(value, func(c fieldCodec) { fields(v, c) }); err != nil {
+		return err
+	}
+	(*r)[k] = v
+	return nil
+}
+
+func int64Fields(p *int64, c fieldCodec) { c.int(p) }
+
+func liveFields(p *[numBuckets]float64, c fieldCodec) { floats(c, p[:]) }
+
+func strKey(k string) []byte { return []byte(k) }
+
+func parseStr(b []byte) (string, bool) { return string(b), true }
+
+func intKey(k int) []byte { return binary.AppendVarint(nil, int64(k)) }
+
+func int64Key(k int64) []byte { return binary.AppendVarint(nil, k) }
+
+func parseInt64(b []byte) (int64, bool) {
+	x, n := binary.Varint(b)
+	return x, n > 0 && n == len(b)
+}
+
+func parseInt(b []byte) (int, bool) {
+	x, ok := parseInt64(b)
+	return int(x), ok && x >= 0 && x <= 1<<31
+}
+
+func flowKey(id flowID) []byte {
+	e := &encoder{}
+	id.fields(e)
+	return e.buf
+}
+
+func parseFlow(b []byte) (flowID, bool) {
+	var id flowID
+	d := &decoder{buf: b}
+	id.fields(d)
+	return id, d.err == nil && len(d.buf) == 0
+}
+
+func liveKey(k liveNode) []byte {
+	return binary.AppendVarint(binary.AppendVarint(nil, int64(k.level)), k.index)
+}
+
+func parseLive(b []byte) (liveNode, bool) {
+	level, n := binary.Varint(b)
+	if n <= 0 || level < 0 || level > liveLevels {
+		return liveNode{}, false
+	}
+	index, m := binary.Varint(b[n:])
+	return liveNode{int(level), index}, m > 0 && n+m == len(b)
+}
