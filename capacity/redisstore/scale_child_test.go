@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -41,8 +42,13 @@ const (
 	// answer's rate-limit headers after settling (scaleReportObs).
 	scaleEnvReportHold = "TOLLGATE_SCALE_REPORT_HOLD"
 	// scaleEnvStore, set to "cas", runs the scopes on the compare-and-set
-	// prototype (casproto_test.go) instead of the Redis store.
+	// prototype (casproto_test.go) instead of the Redis store; set to
+	// "records", on the prototype of shape (b) with every rule
+	// (recproto_test.go).
 	scaleEnvStore = "TOLLGATE_SCALE_STORE"
+	// scaleEnvCPUProfile, set to a path, has the first process write its
+	// CPU profile there.
+	scaleEnvCPUProfile = "TOLLGATE_SCALE_CPUPROFILE"
 )
 
 // scaleHold is how long a hot-scope caller holds its grant before settling.
@@ -122,7 +128,8 @@ type scaleReport struct {
 	// Grants are the local times (unix nanoseconds) of the grants.
 	Grants []int64
 	// CASCommits and CASConflicts count the prototype's write scripts that
-	// applied and that found another version (TOLLGATE_SCALE_STORE=cas).
+	// applied and that found another version (TOLLGATE_SCALE_STORE=cas or
+	// records).
 	CASCommits, CASConflicts int64
 	// Admitted and Denied count grants and denials (ManyScopes).
 	Admitted, Denied int64
@@ -271,6 +278,17 @@ func TestScaleChild(t *testing.T) {
 	}
 	proc, callers := int(num(scaleEnvProc)), int(num(scaleEnvProcCallers))
 	start, end := time.Unix(0, num(scaleEnvStart)), time.Unix(0, num(scaleEnvEnd))
+	if path := os.Getenv(scaleEnvCPUProfile); path != "" && proc == 0 {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(scaleEnvAddr), PoolSize: 64})
 	defer rdb.Close()
@@ -293,9 +311,14 @@ func TestScaleChild(t *testing.T) {
 	}
 	var st scaleStore = s
 	var cas *casProto
-	if os.Getenv(scaleEnvStore) == "cas" {
+	var rec *recProto
+	switch os.Getenv(scaleEnvStore) {
+	case "cas":
 		cas = newCASProto(rdb, os.Getenv(scaleEnvPrefix))
 		st = cas
+	case "records":
+		rec = newRecProto(rdb, os.Getenv(scaleEnvPrefix))
+		st = rec
 	}
 	var work func(ctx context.Context, c *scaleCaller, i int)
 	switch role {
@@ -364,6 +387,9 @@ func TestScaleChild(t *testing.T) {
 		CPUNS: cpu1.Load() - cpu0}
 	if cas != nil {
 		rep.CASCommits, rep.CASConflicts = cas.Commits.Load(), cas.Conflicts.Load()
+	}
+	if rec != nil {
+		rep.CASCommits, rep.CASConflicts = rec.Commits.Load(), rec.Conflicts.Load()
 	}
 	for _, c := range cs {
 		r := c.rep
