@@ -21,10 +21,14 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	st := s.scope(sc, true)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.tracking() {
-		return scopeRecords{blob: st.blob()}.named()
+	var fields map[string][]byte
+	if st.tracking() {
+		r := st.changes()
+		fields = r.namedFields()
 	}
-	return st.changes().named()
+	// Encoded from the scope's own copy: a blob on the stack would escape.
+	st.blobCopy = st.blob()
+	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields}
 }
 
 // ScopeRecords returns every record of scope sc.
@@ -32,7 +36,8 @@ func (s *MemoryStore) ScopeRecords(sc Scope) Records {
 	st := s.scope(sc, true)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.records().named()
+	r := st.records()
+	return r.named()
 }
 
 // LoadRecords applies r to scope sc (created if new): every record of

@@ -37,6 +37,9 @@ type memScope struct {
 	grace time.Duration // MemoryOptions.TicketGrace: how long a due ticket waits for its call
 
 	fairState // weighted fair queuing and key caps (memfair.go)
+
+	// blobCopy is where TakeRecords copies the blob it encodes.
+	blobCopy scopeBlob
 }
 
 // scopeState is the part of a scope's state held by value, so that a copy

@@ -248,7 +248,7 @@ func (d *decoder) count(n *int, most int) {
 
 // encodeRecord returns v's fields, after the format byte.
 func encodeRecord(fields func(fieldCodec)) []byte {
-	e := &encoder{buf: []byte{recordFormat}}
+	e := &encoder{buf: append(make([]byte, 0, 128), recordFormat)}
 	fields(e)
 	return e.buf
 }

@@ -88,7 +88,8 @@ func TestRecordsKeepEveryField(t *testing.T) {
 // another format, with bytes past their fields or with unknown names.
 func TestRecordsRefuseBadInput(t *testing.T) {
 	sc := Scope{Provider: OpenAI, LimitGroup: "gpt-4o", Credential: "bad"}
-	good := newMemScope(sc, 0).records().named()
+	empty := newMemScope(sc, 0).records()
+	good := empty.named()
 	le := encodeRecord((&Lease{ID: "c#1", Call: "c"}).fields)
 	for name, in := range map[string]Records{
 		"no blob":              {},
@@ -118,8 +119,10 @@ func FuzzParseRecords(f *testing.F) {
 	m.limits.RequestsPerMinute = 60
 	m.leases.put("c", Lease{ID: "c#1", Call: "c", Scope: sc, GrantedAt: time.Unix(1_800_000_000, 5).UTC(), Mark: Mark{Valid: true, Seq: 1}})
 	m.tickets.put(Ticket{Call: "d", At: time.Unix(1_800_000_001, 0).UTC(), Key: "tenant"})
-	for name, value := range m.records().named().Fields {
-		f.Add(m.records().named().Blob, name, value)
+	recs := m.records()
+	named := recs.named()
+	for name, value := range named.Fields {
+		f.Add(named.Blob, name, value)
 	}
 	f.Fuzz(func(t *testing.T, blob []byte, name string, value []byte) {
 		r, err := parseRecords(sc, Records{Blob: blob, Fields: map[string][]byte{name: value}})

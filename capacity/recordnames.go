@@ -30,17 +30,22 @@ const (
 )
 
 // named returns r encoded.
-func (r scopeRecords) named() Records {
-	out := Records{Blob: encodeRecord(r.blob.fields), Fields: map[string][]byte{}}
-	nameAll(out.Fields, kindLease, r.leases, strKey, (*Lease).fields)
-	nameAll(out.Fields, kindTicket, r.tickets, strKey, (*Ticket).fields)
-	nameAll(out.Fields, kindFailure, r.failures, strKey, (*failureCount).fields)
-	nameAll(out.Fields, kindLapsed, r.lapsed, strKey, int64Fields)
-	nameAll(out.Fields, kindFlow, r.flows, flowKey, (*flowState).fields)
-	nameAll(out.Fields, kindFlowOrder, r.flowOrder, intKey, (*flowID).fields)
-	nameAll(out.Fields, kindKey, r.keys, strKey, (*keyState).fields)
-	nameAll(out.Fields, kindLive, r.live, liveKey, liveFields)
-	nameAll(out.Fields, kindRecent, r.recent, int64Key, (*recentRecord).fields)
+func (r *scopeRecords) named() Records {
+	return Records{Blob: encodeRecord(r.blob.fields), Fields: r.namedFields()}
+}
+
+// namedFields returns r's records (not its blob) encoded, by name.
+func (r *scopeRecords) namedFields() map[string][]byte {
+	out := map[string][]byte{}
+	nameAll(out, kindLease, r.leases, strKey, (*Lease).fields)
+	nameAll(out, kindTicket, r.tickets, strKey, (*Ticket).fields)
+	nameAll(out, kindFailure, r.failures, strKey, (*failureCount).fields)
+	nameAll(out, kindLapsed, r.lapsed, strKey, int64Fields)
+	nameAll(out, kindFlow, r.flows, flowKey, (*flowState).fields)
+	nameAll(out, kindFlowOrder, r.flowOrder, intKey, (*flowID).fields)
+	nameAll(out, kindKey, r.keys, strKey, (*keyState).fields)
+	nameAll(out, kindLive, r.live, liveKey, liveFields)
+	nameAll(out, kindRecent, r.recent, int64Key, (*recentRecord).fields)
 	return out
 }
 

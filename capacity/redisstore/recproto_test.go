@@ -116,6 +116,11 @@ func (p *recProto) pipe() {
 // recLogLength is how many writes the log of a scope keeps.
 const recLogLength = 16
 
+// recFreshFor is how long after its last exchange a copy is taken to be
+// current: a batch on a copy older than that reads what it missed first,
+// rather than deciding on it and being refused.
+const recFreshFor = 20 * time.Millisecond
+
 // recTTL is how long a scope's records live past their last write.
 const recTTL = 25 * time.Hour
 
@@ -137,6 +142,7 @@ type recScope struct {
 	// time of the scope's last write (unix ns).
 	timeAt, last int64
 	readAt       time.Time
+	touched      time.Time // the copy's last exchange
 }
 
 type recOp struct {
@@ -260,7 +266,8 @@ func (p *recProto) lead(s *recScope) {
 // run decides batch until its write applies.
 func (p *recProto) run(s *recScope, batch []*recOp) error {
 	ctx := context.Background()
-	if s.copy == nil {
+	if s.copy == nil || time.Since(s.touched) > recFreshFor {
+		// Likely stale: read what the copy missed before deciding.
 		if err := p.exchange(ctx, s, []any{s.version, "read"}); err != nil {
 			return err
 		}
@@ -283,7 +290,7 @@ func (p *recProto) run(s *recScope, batch []*recOp) error {
 			return err
 		}
 		if s.wrote {
-			s.last = max(s.last, now)
+			s.last, s.touched = max(s.last, now), time.Now()
 			p.Commits.Add(1)
 			return nil
 		}
@@ -318,6 +325,7 @@ func (p *recProto) exchange(ctx context.Context, s *recScope, args []any) error 
 	n, _ := strconv.Atoi(raw[7])
 	body, asked := raw[8:8+n], raw[8+n:]
 	s.timeAt, s.readAt, s.last = secs*1e9+usecs*1e3, time.Now(), last
+	s.touched = s.readAt
 	if s.copy == nil || mode == "all" {
 		s.clock = &recClock{Clock: capacity.SystemClock{}}
 		s.copy = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: s.clock})
