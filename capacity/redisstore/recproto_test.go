@@ -121,6 +121,11 @@ const recLogLength = 16
 // rather than deciding on it and being refused.
 const recFreshFor = 20 * time.Millisecond
 
+// recReadAtOnce is the most records one script reads; a copy of a larger
+// scope that is further behind than the log reads them recReadAtOnce at a
+// time (reload).
+const recReadAtOnce = 256
+
 // recTTL is how long a scope's records live past their last write.
 const recTTL = 25 * time.Hour
 
@@ -166,9 +171,11 @@ func (c *recClock) Now() time.Time { return time.Unix(0, c.now.Load()).UTC() }
 // It writes them and returns {'ok', the new version} if the version is the
 // copy's; else it returns {'missed', TIME s, TIME µs, the version, the
 // time of the last write (unix ns), the mode ('same'; 'log': the log's entries
-// after the copy's version; 'all': every record, name and value), the blob
-// (” for 'same'), the number of entries or names and values that follow,
-// then those, then the values of the names given (” for none)}.
+// after the copy's version; 'all': every record, name and value; 'far':
+// the copy is further behind than the log and the records are more than
+// one script should read, recProto.reload reads them), the blob (” for
+// 'same' but on a read), the number of entries or names and values that
+// follow, then those, then the values of the names given (” for none)}.
 var recExchange = redis.NewScript(`
 local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 local have = tonumber(ARGV[1])
@@ -193,6 +200,8 @@ local mode, body = 'same', {}
 if have == v then
 elseif have >= 0 and have < v and v - have <= redis.call('LLEN', KEYS[2]) then
   mode, body = 'log', redis.call('LRANGE', KEYS[2], have - v, -1)
+elseif redis.call('HLEN', KEYS[1]) > ` + strconv.Itoa(recReadAtOnce) + ` then
+  mode = 'far'
 else
   mode = 'all'
   local all = redis.call('HGETALL', KEYS[1])
@@ -201,7 +210,7 @@ else
   end
 end
 local blob = got[1] or ''
-if mode == 'same' then blob = '' end
+if mode == 'same' and ARGV[2] ~= 'read' then blob = '' end
 local out = {'missed', t[1], t[2], tostring(v), got[2] or '0', mode, blob, tostring(#body)}
 for _, x in ipairs(body) do out[#out + 1] = x end
 for i = 3, #got do out[#out + 1] = got[i] or '' end
@@ -326,6 +335,9 @@ func (p *recProto) exchange(ctx context.Context, s *recScope, args []any) error 
 	body, asked := raw[8:8+n], raw[8+n:]
 	s.timeAt, s.readAt, s.last = secs*1e9+usecs*1e3, time.Now(), last
 	s.touched = s.readAt
+	if mode == "far" {
+		return p.reload(ctx, s, version)
+	}
 	if s.copy == nil || mode == "all" {
 		s.clock = &recClock{Clock: capacity.SystemClock{}}
 		s.copy = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: s.clock})
@@ -359,6 +371,58 @@ func (p *recProto) exchange(ctx context.Context, s *recScope, args []any) error 
 		}
 	}
 	return s.copy.LoadRecords(s.sc, recs)
+}
+
+// reload makes s's copy afresh from the scope's records, read
+// recReadAtOnce at a time (HSCAN) after version v: then the writes made
+// while they were read, from the log, and the blob, in one exchange. If
+// the log no longer holds them all it reads again.
+func (p *recProto) reload(ctx context.Context, s *recScope, v int64) error {
+	for range 10 {
+		fields := map[string][]byte{}
+		var cursor uint64
+		for {
+			kv, next, err := p.rdb.HScan(ctx, s.keys[0], cursor, "", recReadAtOnce).Result()
+			if err != nil {
+				return err
+			}
+			for i := 0; i+1 < len(kv); i += 2 {
+				if k := kv[i]; k != "v" && k != "b" && k != "t" {
+					fields[k] = []byte(kv[i+1])
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+		raw, err := p.send(ctx, s.keys, []any{v, "read"})
+		if err != nil {
+			return err
+		}
+		mode, blob := raw[5], raw[6]
+		if mode != "same" && mode != "log" {
+			v, _ = strconv.ParseInt(raw[3], 10, 64) // written past the log meanwhile: again
+			continue
+		}
+		n, _ := strconv.Atoi(raw[7])
+		for _, e := range raw[8 : 8+n] {
+			if err := recParseEntry(e, fields); err != nil {
+				return err
+			}
+		}
+		for k, val := range fields {
+			if val == nil {
+				delete(fields, k)
+			}
+		}
+		s.version, _ = strconv.ParseInt(raw[3], 10, 64)
+		s.clock = &recClock{Clock: capacity.SystemClock{}}
+		s.copy = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: s.clock})
+		s.copy.TrackRecords(s.sc)
+		p.Reloads.Add(1)
+		return s.copy.LoadRecords(s.sc, capacity.Records{Blob: []byte(blob), Fields: fields})
+	}
+	return errors.New("recproto: the scope changed past its log through ten reloads")
 }
 
 // recEntry encodes a write's records for the log: names and values, each
@@ -561,4 +625,58 @@ func BenchmarkRecProtoCall(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRecProtoReloadsInChunks has a second process open a scope with more
+// records than one script reads: it reads them in chunks and holds the
+// same scope as the process that wrote them.
+func TestRecProtoReloadsInChunks(t *testing.T) {
+	rdb := testenv.RedisClient(t)
+	var buf [6]byte
+	_, _ = rand.Read(buf[:])
+	prefix := "tgtest-" + hex.EncodeToString(buf[:])
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+	})
+	ctx := context.Background()
+	a, b := newRecProto(rdb, prefix), newRecProto(rdb, prefix)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "reload"}
+	lim := capacity.Limits{RequestsPerMinute: 60}
+	for i := range 3 * recReadAtOnce {
+		_, err := a.Reserve(ctx, capacity.Request{Scope: sc, Limits: lim, Call: fmt.Sprintf("c%d", i), Attempt: 1,
+			Charges: capacity.Charges{capacity.Requests: 1}, Book: true, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := rdb.HLen(ctx, a.scope(sc).keys[0]).Result(); n <= recReadAtOnce {
+		t.Fatalf("the scope holds %d records, not more than one script reads", n)
+	}
+	snapB, err := b.Snapshot(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Reloads.Load() != 1 {
+		t.Fatalf("%d reloads", b.Reloads.Load())
+	}
+	snapA, err := a.Snapshot(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapA.Now, snapB.Now = time.Time{}, time.Time{}
+	if len(snapB.Tickets) != len(snapA.Tickets) || len(snapB.Tickets) < 3*recReadAtOnce-10 {
+		t.Fatalf("tickets: %d read, %d written", len(snapB.Tickets), len(snapA.Tickets))
+	}
+	recA, recB := a.scope(sc).copy.ScopeRecords(sc), b.scope(sc).copy.ScopeRecords(sc)
+	if len(recA.Fields) != len(recB.Fields) {
+		t.Fatalf("%d records read, %d written", len(recB.Fields), len(recA.Fields))
+	}
+	for k, v := range recA.Fields {
+		if string(recB.Fields[k]) != string(v) {
+			t.Fatalf("record %q differs", k)
+		}
+	}
 }
