@@ -1,13 +1,30 @@
 package capacity
 
+import (
+	"fmt"
+	"maps"
+)
+
 // A MemoryStore's scope kept elsewhere (decision 0007, shape (b)): a store
 // shared by many processes decides each operation with a MemoryStore of its
 // own, then writes the records the operation changed where the others read
 // them, and applies the records the others changed before it decides.
 
+// CredentialRecord is the name of the record that holds the block of a
+// scope's credential (Block.Credential), among a scope's records: the
+// block of every scope of the credential, which a shared store keeps apart
+// from any one scope's.
+const CredentialRecord = "c"
+
 // TrackRecords makes s note, from now on, the records of scope sc (created
-// if new) that operations change, for TakeRecords.
+// if new) that operations change, for TakeRecords, and the block of its
+// credential.
 func (s *MemoryStore) TrackRecords(sc Scope) {
+	s.mu.Lock()
+	if s.credsChanged == nil {
+		s.credsChanged = changedKeys[string]{}
+	}
+	s.mu.Unlock()
 	st := s.scope(sc, true)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -26,6 +43,16 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 		r := st.changes()
 		fields = r.namedFields()
 	}
+	key := sc.CredentialKey()
+	s.mu.Lock()
+	if _, changed := s.credsChanged[key]; changed {
+		if fields == nil {
+			fields = map[string][]byte{}
+		}
+		fields[CredentialRecord] = s.credentialRecord(key)
+		delete(s.credsChanged, key)
+	}
+	s.mu.Unlock()
 	// Encoded from the scope's own copy: a blob on the stack would escape.
 	st.blobCopy = st.blob()
 	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields}
@@ -37,23 +64,58 @@ func (s *MemoryStore) ScopeRecords(sc Scope) Records {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	r := st.records()
-	return r.named()
+	out := r.named()
+	s.mu.Lock()
+	if rec := s.credentialRecord(sc.CredentialKey()); rec != nil {
+		out.Fields[CredentialRecord] = rec
+	}
+	s.mu.Unlock()
+	return out
 }
 
 // LoadRecords applies r to scope sc (created if new): every record of
 // another copy of the scope (ScopeRecords), or the records another copy
-// changed since this one last loaded or took its records (TakeRecords).
+// changed since this one last loaded or took its records (TakeRecords); a
+// nil Blob keeps the scope's.
 // What it applies is not noted as s's change, and the changes s noted and
 // did not take are forgotten: take them first. Calls waiting on the scope
 // (Released, TicketDue) are woken to look again. A record that does not
 // decode fails it with an error wrapping ErrBadRecord, and nothing is
 // applied.
 func (s *MemoryStore) LoadRecords(sc Scope, r Records) error {
+	cred, hasCred := r.Fields[CredentialRecord]
+	var block Block
+	if hasCred && cred != nil {
+		if err := decodeRecord(cred, block.fields); err != nil {
+			return fmt.Errorf("the credential's block: %w", err)
+		}
+	}
+	if hasCred {
+		fields := maps.Clone(r.Fields)
+		delete(fields, CredentialRecord)
+		r.Fields = fields
+	}
+	st := s.scope(sc, true)
+	if r.Blob == nil {
+		st.mu.Lock()
+		st.blobCopy = st.blob()
+		r.Blob = encodeRecord(st.blobCopy.fields)
+		st.mu.Unlock()
+	}
 	recs, err := parseRecords(sc, r)
 	if err != nil {
 		return err
 	}
-	st := s.scope(sc, true)
+	if hasCred {
+		key := sc.CredentialKey()
+		s.mu.Lock()
+		if cred == nil {
+			delete(s.creds, key)
+		} else {
+			s.creds[key] = block
+		}
+		s.mu.Unlock()
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.apply(recs)
@@ -62,4 +124,14 @@ func (s *MemoryStore) LoadRecords(sc Scope, r Records) error {
 		st.announceDue(call)
 	}
 	return nil
+}
+
+// credentialRecord returns the encoded block of credential key, nil for
+// none. It requires s.mu.
+func (s *MemoryStore) credentialRecord(key string) []byte {
+	b, ok := s.creds[key]
+	if !ok {
+		return nil
+	}
+	return encodeRecord(b.fields)
 }

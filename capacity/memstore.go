@@ -34,6 +34,9 @@ type MemoryStore struct {
 	mu     sync.RWMutex
 	scopes map[Scope]*memScope
 	creds  map[string]Block // credential-wide blocks by Scope.CredentialKey
+	// credsChanged holds the credentials whose block changed, once a
+	// scope tracks its records (memrecords.go). Guarded by mu.
+	credsChanged changedKeys[string]
 
 	learned memLearner // call sizes learned from what settles (Learner)
 }
@@ -205,6 +208,7 @@ func (s *MemoryStore) claimProbe(st *memScope, now time.Time) (probeClaim, bool)
 			claimed := b
 			claimed.Until, claimed.Probing = now.Add(b.HalfOpen), true
 			s.creds[key] = claimed
+			s.credsChanged.note(key)
 			pc.cred, pc.prevCred, pc.claimedCred, pc.key = true, b, claimed, key
 		}
 		s.mu.Unlock()
@@ -222,6 +226,7 @@ func (s *MemoryStore) undoProbe(st *memScope, pc probeClaim) {
 		s.mu.Lock()
 		if cur, ok := s.creds[pc.key]; ok && cur == pc.claimedCred {
 			s.creds[pc.key] = pc.prevCred
+			s.credsChanged.note(pc.key)
 		}
 		s.mu.Unlock()
 	}
@@ -491,6 +496,7 @@ func (s *MemoryStore) Block(ctx context.Context, sc Scope, b Block) error {
 		s.mu.Lock()
 		if cur, ok := s.creds[key]; !ok || b.Until.After(cur.Until) {
 			s.creds[key] = b
+			s.credsChanged.note(key)
 		}
 		s.mu.Unlock()
 		return nil
@@ -529,6 +535,7 @@ func (s *MemoryStore) Unblock(ctx context.Context, sc Scope, credential bool) er
 	if credential {
 		s.mu.Lock()
 		delete(s.creds, sc.CredentialKey())
+		s.credsChanged.note(sc.CredentialKey())
 		s.mu.Unlock()
 		return nil
 	}

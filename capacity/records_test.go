@@ -332,3 +332,46 @@ func TestLoadRecordsFollowsAnotherStore(t *testing.T) {
 	require.ErrorIs(t, b.LoadRecords(propScope, bad), capacity.ErrBadRecord)
 	require.Equal(t, before, b.ScopeRecords(propScope))
 }
+
+// TestRecordsCarryTheCredentialBlock blocks a credential in one store and
+// loads the scope's records into another: the other's sibling scope on
+// the credential is blocked too, and the half-open probe it claims comes
+// back in its records.
+func TestRecordsCarryTheCredentialBlock(t *testing.T) {
+	ctx := context.Background()
+	clock := capacitytest.NewManualClock(storetest.Epoch)
+	a := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+	b := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+	a.TrackRecords(propScope)
+	b.TrackRecords(propScope)
+	until := clock.Now().Add(time.Minute)
+	require.NoError(t, a.Block(ctx, propScope, capacity.Block{Reason: capacity.CredentialDisabled, Until: until, Credential: true, HalfOpen: 10 * time.Second}))
+	rec := a.TakeRecords(propScope)
+	require.NotNil(t, rec.Fields[capacity.CredentialRecord])
+	require.NoError(t, b.LoadRecords(propScope, rec))
+
+	sibling := propScope
+	sibling.LimitGroup = "claude-haiku-4-5"
+	req := capacity.Request{Scope: sibling, Limits: capacity.Limits{RequestsPerMinute: 60}, Call: "c1", Attempt: 1, Charges: capacity.Charges{capacity.Requests: 1}}
+	res, err := b.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.False(t, res.Granted, "the sibling of a blocked credential")
+
+	clock.Set(until)
+	req.Scope = propScope
+	res, err = b.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.True(t, res.Probe, "the first call after the block is the probe")
+	probing := b.TakeRecords(propScope)
+	require.NotNil(t, probing.Fields[capacity.CredentialRecord])
+	require.NoError(t, a.LoadRecords(propScope, probing))
+	req.Call = "c2"
+	res, err = a.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.False(t, res.Granted, "a second call while the probe is out")
+
+	require.NoError(t, b.Unblock(ctx, propScope, true))
+	cred, ok := b.TakeRecords(propScope).Fields[capacity.CredentialRecord]
+	require.True(t, ok, "an unblocked credential's record changed")
+	require.Nil(t, cred, "an unblocked credential's record deleted")
+}

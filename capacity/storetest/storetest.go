@@ -5,7 +5,6 @@ package storetest
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -26,10 +25,6 @@ type Factory func(t *testing.T, clock capacity.Clock) capacity.Store
 
 // Run runs the contract suite against the stores newStore makes.
 func Run(t *testing.T, newStore Factory) { RunCases(t, cases, newStore) }
-
-// Cases returns the whole contract, in the order Run runs it: to run a
-// part of it (RunCases), for a store that is still a prototype.
-func Cases() []Case { return slices.Clone(cases) }
 
 // RunCases runs some of the contract's cases (such as ClassCases) against
 // the stores newStore makes.
