@@ -39,9 +39,11 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var fields map[string][]byte
+	var announced []string
 	if st.tracking() {
 		r := st.changes()
 		fields = r.namedFields()
+		announced, st.announced = st.announced, nil
 	}
 	key := sc.CredentialKey()
 	s.mu.Lock()
@@ -55,7 +57,7 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	s.mu.Unlock()
 	// Encoded from the scope's own copy: a blob on the stack would escape.
 	st.blobCopy = st.blob()
-	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields}
+	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields, Announced: announced}
 }
 
 // ScopeRecords returns every record of scope sc.
@@ -121,7 +123,7 @@ func (s *MemoryStore) LoadRecords(sc Scope, r Records) error {
 	st.apply(recs)
 	st.wake()
 	for call := range recs.tickets {
-		st.announceDue(call)
+		st.wakeDue(call)
 	}
 	return nil
 }
@@ -134,4 +136,23 @@ func (s *MemoryStore) credentialRecord(key string) []byte {
 		return nil
 	}
 	return encodeRecord(b.fields)
+}
+
+// Wake wakes the calls waiting here on scope sc for what another process
+// announced: those waiting for a release (Released), if released, and
+// those among calls waiting for their tickets (TicketDue). They look
+// again; nothing of the scope changes.
+func (s *MemoryStore) Wake(sc Scope, released bool, calls []string) {
+	st := s.scope(sc, false)
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if released {
+		st.wake()
+	}
+	for _, call := range calls {
+		st.wakeDue(call)
+	}
 }

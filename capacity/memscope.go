@@ -40,6 +40,9 @@ type memScope struct {
 
 	// blobCopy is where TakeRecords copies the blob it encodes.
 	blobCopy scopeBlob
+	// announced lists the calls whose tickets came forward since the
+	// records were last taken (announceDue), while the scope tracks.
+	announced []string
 }
 
 // scopeState is the part of a scope's state held by value, so that a copy

@@ -14,6 +14,10 @@ import (
 type Records struct {
 	Blob   []byte
 	Fields map[string][]byte
+	// Announced lists the calls whose tickets the operations brought
+	// forward (TakeRecords): a shared store tells the processes where
+	// they may wait (MemoryStore.Wake). LoadRecords ignores it.
+	Announced []string
 }
 
 // The first byte of a record's name is its kind; the rest is its key.

@@ -375,3 +375,42 @@ func TestRecordsCarryTheCredentialBlock(t *testing.T) {
 	require.True(t, ok, "an unblocked credential's record changed")
 	require.Nil(t, cred, "an unblocked credential's record deleted")
 }
+
+// TestRecordsAnnounceTicketsBroughtForward refunds a call's tokens ahead
+// of booked tickets: the records taken name the calls whose tickets came
+// forward, and Wake wakes such a call where it waits.
+func TestRecordsAnnounceTicketsBroughtForward(t *testing.T) {
+	ctx := context.Background()
+	clock := capacitytest.NewManualClock(storetest.Epoch)
+	a := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+	b := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+	a.TrackRecords(propScope)
+	b.TrackRecords(propScope)
+	lim := capacity.Limits{RequestsPerMinute: 6000, TokensPerMinute: 6000}
+	req := func(i int) capacity.Request {
+		return capacity.Request{Scope: propScope, Limits: lim, Call: fmt.Sprintf("c%d", i), Attempt: 1, Book: true,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.Tokens: 500}, TTL: time.Minute}
+	}
+	first, err := a.Reserve(ctx, req(0))
+	require.NoError(t, err)
+	require.True(t, first.Granted)
+	for i := 1; i <= 3; i++ {
+		res, err := a.Reserve(ctx, req(i))
+		require.NoError(t, err)
+		require.True(t, res.Booked)
+	}
+	require.Empty(t, a.TakeRecords(propScope).Announced)
+	require.NoError(t, b.LoadRecords(propScope, a.ScopeRecords(propScope)))
+	due, stop := b.TicketDue(propScope, "c3")
+	defer stop()
+
+	require.NoError(t, a.Settle(ctx, first.Lease, capacity.Charges{capacity.Requests: 1}))
+	announced := a.TakeRecords(propScope).Announced
+	require.Contains(t, announced, "c3")
+	b.Wake(propScope, false, announced)
+	select {
+	case <-due:
+	default:
+		t.Fatal("the call whose ticket came forward was not woken")
+	}
+}

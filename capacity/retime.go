@@ -112,8 +112,17 @@ func broughtForward(told, at, now time.Time) bool {
 }
 
 // announceDue tells call, if it waits for its ticket (TicketDue), that
-// the ticket moved forward.
+// the ticket moved forward; a scope that tracks its records also notes the
+// call, for the processes where it may wait (Records.Announced).
 func (m *memScope) announceDue(call string) {
+	if m.tracking() {
+		m.announced = append(m.announced, call)
+	}
+	m.wakeDue(call)
+}
+
+// wakeDue wakes call if it waits here for its ticket.
+func (m *memScope) wakeDue(call string) {
 	if ch, ok := m.due[call]; ok {
 		close(ch)
 		delete(m.due, call)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,6 +54,12 @@ type recProto struct {
 	// together, as one pipeline, when the one in flight returns.
 	queue    chan *recCall
 	pipeOnce sync.Once
+
+	// sub is the sharded subscription to the channels of the scopes whose
+	// calls wait here (subscribed: channel -> *recScope).
+	sub        *redis.PubSub
+	subOnce    sync.Once
+	subscribed sync.Map
 }
 
 // recCall is an exchange waiting in the queue, and its reply.
@@ -144,7 +151,9 @@ type recScope struct {
 	version int64 // of the records the copy holds; -1: none
 	// credVersion is the version of the credential's block it holds.
 	credVersion int64
-	wrote       bool // the last exchange wrote
+	// waitCopy is copy, for the waiters (guarded by mu).
+	waitCopy *capacity.MemoryStore
+	wrote    bool // the last exchange wrote
 	// timeAt is Redis TIME (unix ns) as last read, at readAt; last is the
 	// time of the scope's last write (unix ns).
 	timeAt, last int64
@@ -167,11 +176,13 @@ type recClock struct {
 
 func (c *recClock) Now() time.Time { return time.Unix(0, c.now.Load()).UTC() }
 
-// recExchange: KEYS records, log, the credential's block (hash: v, b);
+// recExchange: KEYS records, log, the credential's block (hash: v, b),
+// the scope's channel;
 // ARGV[1] the version the copy holds (-1: none), ARGV[2] 'read', 'reload'
 // (a read that always returns the blob) or the decision's time (unix ns), ARGV[3] the version of the credential's block
 // the copy holds; then, to write, the blob, the log entry, the keys' TTL
-// (ms), names and values (” deletes; the name capacity.CredentialRecord
+// (ms), the notice to announce on the scope's channel (” for none), names
+// and values (” deletes; the name capacity.CredentialRecord
 // is the credential's block). It writes them and returns {'ok', the new
 // version, the block's version} if both versions are the copy's; else it
 // returns {'missed', TIME s, TIME µs, the version, the time of the last
@@ -189,7 +200,7 @@ local have = tonumber(ARGV[1])
 local write = ARGV[2] ~= 'read' and ARGV[2] ~= 'reload'
 if write and have == v and cv == tonumber(ARGV[3]) then
   local set, del = {'v', v + 1, 'b', ARGV[4], 't', ARGV[2]}, {}
-  for i = 7, #ARGV, 2 do
+  for i = 8, #ARGV, 2 do
     if ARGV[i] == '` + capacity.CredentialRecord + `' then
       cv = cv + 1
       redis.call('HSET', KEYS[3], 'v', cv)
@@ -204,11 +215,12 @@ if write and have == v and cv == tonumber(ARGV[3]) then
   redis.call('LTRIM', KEYS[2], -` + strconv.Itoa(recLogLength) + `, -1)
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  if ARGV[7] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[7]) end
   return {'ok', tostring(v + 1), tostring(cv)}
 end
 local t = redis.call('TIME')
 local fields = {'b', 't'}
-for i = 7, #ARGV, 2 do fields[#fields + 1] = ARGV[i] end
+for i = 8, #ARGV, 2 do fields[#fields + 1] = ARGV[i] end
 local got = redis.call('HMGET', KEYS[1], unpack(fields))
 local mode, body = 'same', {}
 if have == v then
@@ -240,7 +252,7 @@ func (p *recProto) scope(sc capacity.Scope) *recScope {
 		return v.(*recScope)
 	}
 	tag := "{" + p.prefix + ":rec:" + sc.CredentialKey() + "}"
-	s := &recScope{sc: sc, keys: []string{tag + ":records:" + sc.Key(), tag + ":log:" + sc.Key(), tag + ":cred"}, version: -1}
+	s := &recScope{sc: sc, keys: []string{tag + ":records:" + sc.Key(), tag + ":log:" + sc.Key(), tag + ":cred", tag + ":n:" + sc.Key()}, version: -1}
 	v, _ := p.scopes.LoadOrStore(sc, s)
 	return v.(*recScope)
 }
@@ -309,7 +321,7 @@ func (p *recProto) run(s *recScope, batch []*recOp) error {
 			op.err = op.run(s.copy)
 		}
 		ch := s.copy.TakeRecords(s.sc)
-		args := []any{s.version, now, s.credVersion, ch.Blob, recEntry(ch.Fields), recTTL.Milliseconds()}
+		args := []any{s.version, now, s.credVersion, ch.Blob, recEntry(ch.Fields), recTTL.Milliseconds(), recNotice(ch)}
 		for name, value := range ch.Fields {
 			args = append(args, name, value)
 		}
@@ -361,10 +373,7 @@ func (p *recProto) exchange(ctx context.Context, s *recScope, args []any) error 
 	if s.copy == nil || m.mode == "all" || m.blob == "" {
 		// A copy afresh: the first, one past the log, or of a scope never
 		// written (what a refused batch changed is dropped with the old).
-		s.clock = &recClock{Clock: capacity.SystemClock{}}
-		s.copy = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: s.clock})
-		s.copy.TrackRecords(s.sc)
-		p.Reloads.Add(1)
+		p.freshCopy(s)
 	}
 	s.version, s.credVersion = m.version, m.credVersion
 	recs := capacity.Records{Fields: map[string][]byte{capacity.CredentialRecord: m.cred}}
@@ -382,9 +391,9 @@ func (p *recProto) exchange(ctx context.Context, s *recScope, args []any) error 
 			recs.Fields[m.body[i]] = []byte(m.body[i+1])
 		}
 	}
-	for i := 6; i+1 < len(args); i += 2 { // names and values, after six arguments
+	for i := 7; i+1 < len(args); i += 2 { // names and values, after seven arguments
 		if name := args[i].(string); name != capacity.CredentialRecord {
-			if v := m.asked[(i-6)/2]; v == "" {
+			if v := m.asked[(i-7)/2]; v == "" {
 				recs.Fields[name] = nil
 			} else {
 				recs.Fields[name] = []byte(v)
@@ -392,6 +401,17 @@ func (p *recProto) exchange(ctx context.Context, s *recScope, args []any) error 
 		}
 	}
 	return s.copy.LoadRecords(s.sc, recs)
+}
+
+// freshCopy gives s an empty copy of its scope.
+func (p *recProto) freshCopy(s *recScope) {
+	s.clock = &recClock{Clock: capacity.SystemClock{}}
+	s.copy = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: s.clock})
+	s.copy.TrackRecords(s.sc)
+	s.mu.Lock()
+	s.waitCopy = s.copy
+	s.mu.Unlock()
+	p.Reloads.Add(1)
 }
 
 // recMissed is recExchange's reply to a copy that missed writes.
@@ -460,10 +480,7 @@ func (p *recProto) reload(ctx context.Context, s *recScope, v int64) error {
 		}
 		fields[capacity.CredentialRecord] = m.cred
 		s.version, s.credVersion = m.version, m.credVersion
-		s.clock = &recClock{Clock: capacity.SystemClock{}}
-		s.copy = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: s.clock})
-		s.copy.TrackRecords(s.sc)
-		p.Reloads.Add(1)
+		p.freshCopy(s)
 		return s.copy.LoadRecords(s.sc, capacity.Records{Blob: []byte(m.blob), Fields: fields})
 	}
 	return errors.New("recproto: the scope changed past its log through ten reloads")
@@ -487,6 +504,24 @@ func recEntry(fields map[string][]byte) string {
 		b = append(b, fields[n]...)
 	}
 	return string(b)
+}
+
+// recNotice is what a write announces to the processes where calls wait
+// on its scope: "r" if a lease ended (a slot or a refund came back), "-"
+// if not, then the calls whose tickets came forward; "" for nothing.
+func recNotice(ch capacity.Records) string {
+	released := false
+	for name, v := range ch.Fields {
+		released = released || name[0] == 'l' && v == nil
+	}
+	if !released && len(ch.Announced) == 0 {
+		return ""
+	}
+	head := "-"
+	if released {
+		head = "r"
+	}
+	return strings.Join(append([]string{head}, ch.Announced...), " ")
 }
 
 // recParseEntry adds the records of log entry e to fields, later entries
@@ -563,13 +598,78 @@ func (p *recProto) AddFailure(ctx context.Context, sc capacity.Scope, call strin
 	return n, err
 }
 
-// Released and TicketDue never announce: a call waits for its ticket's
-// time (the prototype sends no notices between processes).
-func (p *recProto) Released(capacity.Scope) (<-chan struct{}, func()) {
-	return make(chan struct{}), func() {}
+// Released and TicketDue return the channels of the scope's copy: a
+// write in this process closes them as the memory store does, and one in
+// another process announces on the scope's channel the leases it ended and
+// the tickets it brought forward, which wakes them here (MemoryStore.Wake);
+// a call woken looks again, its copy reading what it missed.
+func (p *recProto) Released(sc capacity.Scope) (<-chan struct{}, func()) {
+	s := p.waitOn(sc)
+	if s == nil {
+		return make(chan struct{}), func() {}
+	}
+	return s.Released(sc)
 }
-func (p *recProto) TicketDue(capacity.Scope, string) (<-chan struct{}, func()) {
-	return make(chan struct{}), func() {}
+
+func (p *recProto) TicketDue(sc capacity.Scope, call string) (<-chan struct{}, func()) {
+	s := p.waitOn(sc)
+	if s == nil {
+		return make(chan struct{}), func() {}
+	}
+	return s.TicketDue(sc, call)
+}
+
+// waitOn subscribes sc's channel, once, and returns its copy (nil before
+// the copy's first batch).
+func (p *recProto) waitOn(sc capacity.Scope) *capacity.MemoryStore {
+	if sc.Validate() != nil {
+		return nil
+	}
+	s := p.scope(sc)
+	p.subOnce.Do(func() {
+		p.sub = p.rdb.SSubscribe(context.Background())
+		go p.listen()
+	})
+	if _, done := p.subscribed.LoadOrStore(s.keys[3], s); !done {
+		_ = p.sub.SSubscribe(context.Background(), s.keys[3])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waitCopy
+}
+
+// listen wakes the calls waiting on a scope for what another process
+// announced on its channel, and every waiter of a scope once its channel's
+// subscription is confirmed (a notice may have come before).
+func (p *recProto) listen() {
+	for msg := range p.sub.ChannelWithSubscriptions() {
+		var channel string
+		switch m := msg.(type) {
+		case *redis.Message:
+			channel = m.Channel
+		case *redis.Subscription:
+			channel = m.Channel
+		}
+		v, ok := p.subscribed.Load(channel)
+		if !ok {
+			continue
+		}
+		s := v.(*recScope)
+		s.mu.Lock()
+		copy := s.waitCopy
+		s.mu.Unlock()
+		if copy == nil {
+			continue
+		}
+		if m, ok := msg.(*redis.Message); ok {
+			f := strings.Fields(m.Payload)
+			if len(f) > 0 {
+				copy.Wake(s.sc, f[0] == "r", f[1:])
+			}
+		} else {
+			copy.Wake(s.sc, true, nil) // a notice may have come before the subscription
+		}
+	}
 }
 
 // TestRecProtoContract runs the contract suite on the prototype, two
@@ -714,5 +814,48 @@ func TestRecProtoReloadsInChunks(t *testing.T) {
 		if string(recB.Fields[k]) != string(v) {
 			t.Fatalf("record %q differs", k)
 		}
+	}
+}
+
+// TestRecProtoNoticesWakeWaiters has a call wait in one process for a
+// slot a call in another process holds: the other's settle wakes it.
+func TestRecProtoNoticesWakeWaiters(t *testing.T) {
+	rdb := testenv.RedisClient(t)
+	var buf [6]byte
+	_, _ = rand.Read(buf[:])
+	prefix := "tgtest-" + hex.EncodeToString(buf[:])
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+	})
+	ctx := context.Background()
+	a, b := newRecProto(rdb, prefix), newRecProto(rdb, prefix)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "notice"}
+	lim := capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}
+	req := capacity.Request{Scope: sc, Limits: lim, Call: "c1", Attempt: 1, Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}}
+	held, err := a.Reserve(ctx, req)
+	if err != nil || !held.Granted {
+		t.Fatal(err, held.Reason)
+	}
+	req.Call = "c2"
+	res, err := b.Reserve(ctx, req)
+	if err != nil || res.Granted {
+		t.Fatal(err, "granted beside a held slot")
+	}
+	released, stop := b.Released(sc)
+	defer stop()
+	if err := a.Settle(ctx, held.Lease, held.Lease.Charges); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken by the other process's settle")
+	}
+	res, err = b.Reserve(ctx, req)
+	if err != nil || !res.Granted {
+		t.Fatal(err, res.Reason)
 	}
 }
