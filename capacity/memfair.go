@@ -51,10 +51,23 @@ func (m *memScope) setFlow(id flowID, f flowState) {
 	m.flowsChanged.note(id)
 }
 
-// setKey makes k key's counters.
+// setKey makes k key's counters, and moves keysUntil to when they are at
+// rest, if later.
 func (m *memScope) setKey(key string, k keyState) {
 	m.keys[key] = k
 	m.keysChanged.note(key)
+	now := later(k.last, m.last) // the operation's time
+	rest := now
+	if k.dayUsed > 0 {
+		rest = later(rest, k.dayEnd)
+	}
+	for d := range numBuckets {
+		top, r := k.frac*m.budgets[d].Capacity, k.frac*m.rate(d)
+		if k.share[d] < top && r > 0 {
+			rest = later(rest, now.Add(waitFor(top-k.share[d], r)))
+		}
+	}
+	m.keysUntil = later(m.keysUntil, rest)
 }
 
 // gathering reports whether req, a keyed call, arrives while the first

@@ -57,7 +57,7 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	s.mu.Unlock()
 	// Encoded from the scope's own copy: a blob on the stack would escape.
 	st.blobCopy = st.blob()
-	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields, Announced: announced}
+	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields, Announced: announced, RestsAt: st.restsAt(st.last)}
 }
 
 // ScopeRecords returns every record of scope sc.
@@ -67,6 +67,7 @@ func (s *MemoryStore) ScopeRecords(sc Scope) Records {
 	defer st.mu.Unlock()
 	r := st.records()
 	out := r.named()
+	out.RestsAt = st.restsAt(st.last)
 	s.mu.Lock()
 	if rec := s.credentialRecord(sc.CredentialKey()); rec != nil {
 		out.Fields[CredentialRecord] = rec

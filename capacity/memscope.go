@@ -78,7 +78,11 @@ type scopeState struct {
 	grants   int64 // the leases granted: Mark.Seq of the latest
 	inflight int64
 	nextExp  time.Time // lower bound of the earliest lease or ticket expiry
-	block    Block
+	lastExp  time.Time // upper bound of every lease and ticket expiry
+	// keysUntil is when every key's cap counters are at rest (share
+	// buckets full, day windows over), for restsAt.
+	keysUntil time.Time
+	block     Block
 	// cut is how much of its rate every per-minute bucket has lost to a
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.
@@ -294,6 +298,9 @@ func (m *memScope) expiredBy(now time.Time) bool {
 func (m *memScope) noteExpiry(t time.Time) {
 	if m.nextExp.IsZero() || t.Before(m.nextExp) {
 		m.nextExp = t
+	}
+	if t.After(m.lastExp) {
+		m.lastExp = t
 	}
 }
 

@@ -117,6 +117,8 @@ func (s *scopeState) fields(c fieldCodec) {
 	c.int(&s.grants)
 	c.int(&s.inflight)
 	c.time(&s.nextExp)
+	c.time(&s.lastExp)
+	c.time(&s.keysUntil)
 	s.block.fields(c)
 	c.float(&s.cut)
 	c.flag(&s.retimePending)

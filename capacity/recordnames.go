@@ -3,6 +3,7 @@ package capacity
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // Records is part of a scope's state as named, encoded records: what a
@@ -18,6 +19,12 @@ type Records struct {
 	// forward (TakeRecords): a shared store tells the processes where
 	// they may wait (MemoryStore.Wake). LoadRecords ignores it.
 	Announced []string
+	// RestsAt is when the scope's state stops mattering, as of its last
+	// operation (TakeRecords, ScopeRecords): every bucket full, every
+	// lease expired, the day and the blocks over. A shared store may let
+	// the records expire then; a scope that starts afresh behaves the
+	// same. LoadRecords ignores it.
+	RestsAt time.Time
 }
 
 // The first byte of a record's name is its kind; the rest is its key.

@@ -414,3 +414,79 @@ func TestRecordsAnnounceTicketsBroughtForward(t *testing.T) {
 		t.Fatal("the call whose ticket came forward was not woken")
 	}
 }
+
+// TestRecordsRestAt checks when a scope's records say its state stops
+// mattering, after each kind of thing that keeps it.
+func TestRecordsRestAt(t *testing.T) {
+	ctx := context.Background()
+	lim := capacity.Limits{RequestsPerMinute: 60, TokensPerMinute: 60_000} // 1 request/s, bucket 5 s
+	call := func(i int, c capacity.Charges) capacity.Request {
+		return capacity.Request{Scope: propScope, Limits: lim, Call: fmt.Sprintf("c%d", i), Attempt: 1, Charges: c, TTL: 100 * time.Millisecond}
+	}
+	dayEnd := storetest.Epoch.Add(24 * time.Hour).Truncate(24 * time.Hour).Sub(storetest.Epoch)
+	one := capacity.Charges{capacity.Requests: 1}
+	for _, tc := range []struct {
+		name string
+		do   func(s *capacity.MemoryStore, clock *capacitytest.ManualClock)
+		want time.Duration // after the last operation
+	}{
+		{"a bucket drained by a call settled at once refills", func(s *capacity.MemoryStore, _ *capacitytest.ManualClock) {
+			res, err := s.Reserve(ctx, call(0, one))
+			require.NoError(t, err)
+			require.NoError(t, s.Settle(ctx, res.Lease, one))
+		}, seconds(1 / 0.95)},
+		{"a lease in flight lives until it expires", func(s *capacity.MemoryStore, _ *capacitytest.ManualClock) {
+			req := call(0, one)
+			req.TTL = 30 * time.Second
+			_, err := s.Reserve(ctx, req)
+			require.NoError(t, err)
+		}, 30 * time.Second},
+		{"a daily budget counts until the day ends", func(s *capacity.MemoryStore, clock *capacitytest.ManualClock) {
+			day := lim
+			day.RequestsPerDay = 1000
+			perDay := capacity.Charges{capacity.Requests: 1, capacity.RequestsPerDay: 1}
+			req := call(0, perDay)
+			req.Limits = day
+			res, err := s.Reserve(ctx, req)
+			require.NoError(t, err)
+			require.NoError(t, s.Settle(ctx, res.Lease, perDay))
+		}, dayEnd},
+		{"a block lasts until it ends", func(s *capacity.MemoryStore, clock *capacitytest.ManualClock) {
+			_, err := s.Reserve(ctx, call(0, capacity.Charges{}))
+			require.NoError(t, err)
+			require.NoError(t, s.Block(ctx, propScope, capacity.Block{Reason: capacity.QuotaExhausted, Until: clock.Now().Add(time.Hour)}))
+		}, time.Hour},
+		{"a half-open block is kept a day past its half-open time", func(s *capacity.MemoryStore, clock *capacitytest.ManualClock) {
+			_, err := s.Reserve(ctx, call(0, capacity.Charges{}))
+			require.NoError(t, err)
+			require.NoError(t, s.Block(ctx, propScope, capacity.Block{Reason: capacity.CredentialDisabled, Until: clock.Now().Add(time.Minute), HalfOpen: 10 * time.Second}))
+		}, time.Minute + 10*time.Second + 24*time.Hour},
+		{"a key's share refills", func(s *capacity.MemoryStore, _ *capacitytest.ManualClock) {
+			req := call(0, capacity.Charges{capacity.Requests: 1})
+			req.Fairness = capacity.Fairness{Key: "tenant", Share: 0.5}
+			res, err := s.Reserve(ctx, req)
+			require.NoError(t, err)
+			require.NoError(t, s.Settle(ctx, res.Lease, req.Charges))
+		}, seconds(1 / (0.5 * 0.95))}, // half of the scope's 0.95 requests a second
+		{"a key's day counter counts until its day ends", func(s *capacity.MemoryStore, _ *capacitytest.ManualClock) {
+			req := call(0, capacity.Charges{capacity.Tokens: 4000})
+			req.Fairness = capacity.Fairness{Key: "tenant", TokensPerDay: 100_000}
+			res, err := s.Reserve(ctx, req)
+			require.NoError(t, err)
+			require.NoError(t, s.Settle(ctx, res.Lease, req.Charges))
+		}, dayEnd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := capacitytest.NewManualClock(storetest.Epoch)
+			s := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+			s.TrackRecords(propScope)
+			tc.do(s, clock)
+			got := s.ScopeRecords(propScope).RestsAt.Sub(clock.Now())
+			require.InDelta(t, tc.want.Seconds(), got.Seconds(), 0.01, "rests %v after, want %v", got, tc.want)
+			require.Equal(t, s.ScopeRecords(propScope).RestsAt, s.TakeRecords(propScope).RestsAt)
+		})
+	}
+}
+
+// seconds returns f seconds.
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }

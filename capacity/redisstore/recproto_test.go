@@ -18,17 +18,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 	"github.com/tollgate-dev/tollgate/capacity/storetest"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
-// recProto is the prototype of shape (b) with every rule (decision 0007,
-// "Shape (b) with every rule"): each process decides with a MemoryStore
-// of its own per scope, which it keeps as a copy of the scope's records in
-// Redis. It is measured by BenchmarkManyScopes and BenchmarkHotScope
-// (TOLLGATE_SCALE_STORE=records); it is not a store (no credential-wide
-// blocks, learned reservations, notices between processes, or expiry
-// fitted to the state: the keys live a day past their last write).
+// recProto is the prototype of shape (b) with every rule (decision 0008):
+// each process decides with a MemoryStore of its own per scope, which it
+// keeps as a copy of the scope's records in Redis. It is measured by
+// BenchmarkManyScopes, BenchmarkHotScope and BenchmarkNeighbour
+// (TOLLGATE_SCALE_STORE=records) and passes the contract suite; it is not
+// yet a store (no options, learned reservations, ledger, Summary, Stats,
+// typed errors for Redis gone; decision 0008, "What is left to build").
+// A scope's keys live until its records stop mattering (Records.RestsAt).
 //
 // A batch of a process's operations on a scope is decided on the copy at
 // the time the copy estimates Redis's to be (the last Redis TIME it read
@@ -133,8 +135,13 @@ const recFreshFor = 20 * time.Millisecond
 // time (reload).
 const recReadAtOnce = 256
 
-// recTTL is how long a scope's records live past their last write.
-const recTTL = 25 * time.Hour
+// recSlack is how long a scope's records live past when they stop
+// mattering (Records.RestsAt), for the clocks' differences.
+const recSlack = 5 * time.Second
+
+// recCredTTL is how long the credential's block lives past its last
+// write: the longest block, and a half-open one's memory.
+const recCredTTL = capacity.MaxBlock + redisstore.HalfOpenMemory + recSlack
 
 // recScope is one scope's copy, keys and pending operations.
 type recScope struct {
@@ -180,8 +187,8 @@ func (c *recClock) Now() time.Time { return time.Unix(0, c.now.Load()).UTC() }
 // the scope's channel;
 // ARGV[1] the version the copy holds (-1: none), ARGV[2] 'read', 'reload'
 // (a read that always returns the blob) or the decision's time (unix ns), ARGV[3] the version of the credential's block
-// the copy holds; then, to write, the blob, the log entry, the keys' TTL
-// (ms), the notice to announce on the scope's channel (” for none), names
+// the copy holds; then, to write, the blob, the log entry, the TTL of the
+// scope's keys (ms), the notice to announce on the scope's channel (” for none), names
 // and values (” deletes; the name capacity.CredentialRecord
 // is the credential's block). It writes them and returns {'ok', the new
 // version, the block's version} if both versions are the copy's; else it
@@ -205,7 +212,7 @@ if write and have == v and cv == tonumber(ARGV[3]) then
       cv = cv + 1
       redis.call('HSET', KEYS[3], 'v', cv)
       if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[3], 'b') else redis.call('HSET', KEYS[3], 'b', ARGV[i + 1]) end
-      redis.call('PEXPIRE', KEYS[3], ARGV[6])
+      redis.call('PEXPIRE', KEYS[3], ` + strconv.FormatInt(recCredTTL.Milliseconds(), 10) + `)
     elseif ARGV[i + 1] == '' then del[#del + 1] = ARGV[i]
     else set[#set + 1] = ARGV[i]; set[#set + 1] = ARGV[i + 1] end
   end
@@ -321,7 +328,8 @@ func (p *recProto) run(s *recScope, batch []*recOp) error {
 			op.err = op.run(s.copy)
 		}
 		ch := s.copy.TakeRecords(s.sc)
-		args := []any{s.version, now, s.credVersion, ch.Blob, recEntry(ch.Fields), recTTL.Milliseconds(), recNotice(ch)}
+		ttl := max(ch.RestsAt.Sub(time.Unix(0, now)), 0) + recSlack
+		args := []any{s.version, now, s.credVersion, ch.Blob, recEntry(ch.Fields), ttl.Milliseconds(), recNotice(ch)}
 		for name, value := range ch.Fields {
 			args = append(args, name, value)
 		}
@@ -857,5 +865,40 @@ func TestRecProtoNoticesWakeWaiters(t *testing.T) {
 	res, err = b.Reserve(ctx, req)
 	if err != nil || !res.Granted {
 		t.Fatal(err, res.Reason)
+	}
+}
+
+// TestRecProtoKeysLiveAsLongAsTheScopeMatters settles a short call: the
+// scope's keys expire soon after its lease would have, not a day later.
+func TestRecProtoKeysLiveAsLongAsTheScopeMatters(t *testing.T) {
+	rdb := testenv.RedisClient(t)
+	var buf [6]byte
+	_, _ = rand.Read(buf[:])
+	prefix := "tgtest-" + hex.EncodeToString(buf[:])
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+	})
+	ctx := context.Background()
+	p := newRecProto(rdb, prefix)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "ttl"}
+	res, err := p.Reserve(ctx, capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60_000}, Call: "c1", Attempt: 1,
+		Charges: capacity.Charges{capacity.Requests: 1}, TTL: time.Second})
+	if err != nil || !res.Granted {
+		t.Fatal(err, res.Reason)
+	}
+	if err := p.Settle(ctx, res.Lease, res.Lease.Charges); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range p.scope(sc).keys[:2] {
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 || ttl > time.Second+recSlack {
+			t.Fatalf("%s lives %v more; the lease would have expired within a second", key, ttl)
+		}
 	}
 }

@@ -25,8 +25,8 @@ const LoweredLimitMemory = tuning.LoweredLimitMemory
 
 // HalfOpenMemory is how long a half-open block whose probe nobody claims is
 // kept after its half-open time: it ends with a probe, not on its own, but an
-// abandoned one is not kept forever.
-const HalfOpenMemory = 24 * time.Hour
+// abandoned one is not kept forever (tuning.HalfOpenMemory).
+const HalfOpenMemory = tuning.HalfOpenMemory
 
 // scripts are the store's Lua scripts, one per operation, each one round
 // trip: a function of their library (FCALL; see library), or the script

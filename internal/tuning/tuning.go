@@ -102,6 +102,11 @@ const LoweredLimitMemory = 10 * time.Minute
 // provider's report can lower it to.
 const MinReportedFraction = 0.1
 
+// HalfOpenMemory is how long a shared store keeps a half-open block
+// whose probe nobody claims after its half-open time: it ends with a
+// probe, not on its own, but an abandoned one is not kept forever.
+const HalfOpenMemory = 24 * time.Hour
+
 // LapsedLeaseMemory is how long a store remembers a lease that ended
 // without a settle or release (it expired, or a later attempt of its call
 // superseded it), so that the settle its call sends when it answers still
