@@ -57,7 +57,8 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	s.mu.Unlock()
 	// Encoded from the scope's own copy: a blob on the stack would escape.
 	st.blobCopy = st.blob()
-	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields, Announced: announced, RestsAt: st.restsAt(st.last)}
+	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields, Announced: announced,
+		RestsAt: st.restsAt(st.last), WaitersUntil: st.waitersUntil}
 }
 
 // ScopeRecords returns every record of scope sc.
@@ -67,7 +68,7 @@ func (s *MemoryStore) ScopeRecords(sc Scope) Records {
 	defer st.mu.Unlock()
 	r := st.records()
 	out := r.named()
-	out.RestsAt = st.restsAt(st.last)
+	out.RestsAt, out.WaitersUntil = st.restsAt(st.last), st.waitersUntil
 	s.mu.Lock()
 	if rec := s.credentialRecord(sc.CredentialKey()); rec != nil {
 		out.Fields[CredentialRecord] = rec
@@ -155,5 +156,14 @@ func (s *MemoryStore) Wake(sc Scope, released bool, calls []string) {
 	}
 	for _, call := range calls {
 		st.wakeDue(call)
+	}
+}
+
+// noteWaiter notes, of a denial, until when its call may come back on a
+// release rather than at its time: one that booked no ticket, or whose
+// ticket waits for a slot (the scripts' notify_until).
+func (m *memScope) noteWaiter(res Reservation) {
+	if !res.Granted && (!res.Booked || res.Binding == InFlight) {
+		m.waitersUntil = later(m.waitersUntil, res.RetryAt)
 	}
 }

@@ -82,7 +82,10 @@ type scopeState struct {
 	// keysUntil is when every key's cap counters are at rest (share
 	// buckets full, day windows over), for restsAt.
 	keysUntil time.Time
-	block     Block
+	// waitersUntil is until when a call denied may come back on a
+	// release (noteWaiter): a shared store announces releases until then.
+	waitersUntil time.Time
+	block        Block
 	// cut is how much of its rate every per-minute bucket has lost to a
 	// provider's 429s (cooldown): it refills at rate × (1 − cut), and cut
 	// shrinks by RateRecovery a second.

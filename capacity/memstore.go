@@ -152,6 +152,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 	}
 
 	if deny, ok := blockDenial(st, cb, credBlocked, now); ok {
+		st.noteWaiter(deny)
 		return deny, nil
 	}
 	// A half-open block that has run out lets exactly one call through.
@@ -164,6 +165,7 @@ func (s *MemoryStore) Reserve(ctx context.Context, req Request) (Reservation, er
 			s.undoProbe(st, pc)
 		}
 	}
+	st.noteWaiter(res)
 	return res, err
 }
 

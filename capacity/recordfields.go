@@ -119,6 +119,7 @@ func (s *scopeState) fields(c fieldCodec) {
 	c.time(&s.nextExp)
 	c.time(&s.lastExp)
 	c.time(&s.keysUntil)
+	c.time(&s.waitersUntil)
 	s.block.fields(c)
 	c.float(&s.cut)
 	c.flag(&s.retimePending)

@@ -25,6 +25,11 @@ type Records struct {
 	// the records expire then; a scope that starts afresh behaves the
 	// same. LoadRecords ignores it.
 	RestsAt time.Time
+	// WaitersUntil is until when a call denied on the scope, in any
+	// process, may come back on a release: a shared store announces the
+	// leases that end until then, and need not after. LoadRecords
+	// ignores it (the blob holds it).
+	WaitersUntil time.Time
 }
 
 // The first byte of a record's name is its kind; the rest is its key.

@@ -490,3 +490,42 @@ func TestRecordsRestAt(t *testing.T) {
 
 // seconds returns f seconds.
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// TestRecordsSayUntilWhenCallsWait denies a call for a slot and books
+// another behind the bucket: the records say until when a release may
+// let a call go (the first's time), not the booked one's.
+func TestRecordsSayUntilWhenCallsWait(t *testing.T) {
+	ctx := context.Background()
+	clock := capacitytest.NewManualClock(storetest.Epoch)
+	s := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+	s.TrackRecords(propScope)
+	lim := capacity.Limits{RequestsPerMinute: 60, MaxInFlight: 1}
+	req := func(i int, book bool) capacity.Request {
+		return capacity.Request{Scope: propScope, Limits: lim, Call: fmt.Sprintf("c%d", i), Attempt: 1, Book: book,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
+	}
+	held, err := s.Reserve(ctx, req(0, false))
+	require.NoError(t, err)
+	require.True(t, held.Granted)
+	require.True(t, s.TakeRecords(propScope).WaitersUntil.IsZero(), "no call denied yet")
+	slot, err := s.Reserve(ctx, req(1, false))
+	require.NoError(t, err)
+	require.False(t, slot.Granted)
+	require.Equal(t, slot.RetryAt, s.TakeRecords(propScope).WaitersUntil)
+
+	lim.MaxInFlight = 0
+	lim.RequestsPerMinute = 6 // one every 10 s
+	require.NoError(t, s.Settle(ctx, held.Lease, held.Lease.Charges))
+	clock.Advance(time.Minute)
+	booked := 0
+	for i := 2; i < 6; i++ {
+		res, err := s.Reserve(ctx, req(i, true))
+		require.NoError(t, err)
+		if !res.Granted {
+			require.True(t, res.Booked)
+			booked++
+			require.True(t, s.TakeRecords(propScope).WaitersUntil.Before(res.RetryAt), "a booked call comes at its time")
+		}
+	}
+	require.Positive(t, booked)
+}

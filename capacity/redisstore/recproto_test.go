@@ -329,7 +329,7 @@ func (p *recProto) run(s *recScope, batch []*recOp) error {
 		}
 		ch := s.copy.TakeRecords(s.sc)
 		ttl := max(ch.RestsAt.Sub(time.Unix(0, now)), 0) + recSlack
-		args := []any{s.version, now, s.credVersion, ch.Blob, recEntry(ch.Fields), ttl.Milliseconds(), recNotice(ch)}
+		args := []any{s.version, now, s.credVersion, ch.Blob, recEntry(ch.Fields), ttl.Milliseconds(), recNotice(ch, time.Unix(0, now))}
 		for name, value := range ch.Fields {
 			args = append(args, name, value)
 		}
@@ -514,13 +514,16 @@ func recEntry(fields map[string][]byte) string {
 	return string(b)
 }
 
-// recNotice is what a write announces to the processes where calls wait
-// on its scope: "r" if a lease ended (a slot or a refund came back), "-"
-// if not, then the calls whose tickets came forward; "" for nothing.
-func recNotice(ch capacity.Records) string {
+// recNotice is what a write at now announces to the processes where
+// calls wait on its scope: "r" if a lease ended (a slot or a refund came
+// back) while a call denied may come back on it, "-" if not, then the
+// calls whose tickets came forward; "" for nothing.
+func recNotice(ch capacity.Records, now time.Time) string {
 	released := false
-	for name, v := range ch.Fields {
-		released = released || name[0] == 'l' && v == nil
+	if !ch.WaitersUntil.Before(now) {
+		for name, v := range ch.Fields {
+			released = released || name[0] == 'l' && v == nil
+		}
 	}
 	if !released && len(ch.Announced) == 0 {
 		return ""
