@@ -43,7 +43,7 @@ import (
 // decides the batch again. A batch on a scope whose copy is current costs
 // one script call; on one another process wrote to since, two.
 type recProto struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 	clock  capacity.Clock // nil: Redis TIME
 	scopes sync.Map       // capacity.Scope -> *recScope
@@ -250,7 +250,7 @@ for _, x in ipairs(body) do out[#out + 1] = x end
 for i = 3, #got do out[#out + 1] = got[i] or '' end
 return out`)
 
-func newRecProto(rdb *redis.Client, prefix string) *recProto {
+func newRecProto(rdb redis.UniversalClient, prefix string) *recProto {
 	return &recProto{rdb: rdb, prefix: prefix}
 }
 
@@ -689,7 +689,47 @@ func (p *recProto) listen() {
 // them.
 func TestRecProtoContract(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.RedisClient(t)
+	runRecProtoContract(t, testenv.RedisClient(t))
+}
+
+// TestRecProtoCluster runs the contract suite on a Redis Cluster of three
+// masters: a scope's keys, its credential's and its channel are in one
+// slot.
+func TestRecProtoCluster(t *testing.T) {
+	t.Parallel()
+	runRecProtoContract(t, testenv.StartRedisCluster(t, 3).Client(t))
+}
+
+// recACL is the least a Redis user needs for the prototype: the commands
+// decision 0008 lists for the engine, on the test prefix's keys and
+// channels.
+const recACL = "on >s3cret resetkeys ~{tgtest-* resetchannels &{tgtest-* -@all +evalsha +eval +ssubscribe +sunsubscribe " +
+	"+ping +hello +time +hget +hmget +hset +hdel +hlen +hgetall +hscan +rpush +lrange +ltrim +llen +pexpire +spublish"
+
+// TestRecProtoACL runs the contract suite, and a copy's read of a large
+// scope in chunks, as a Redis user with no more than recACL.
+func TestRecProtoACL(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedisServer(t, "")
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	ctx := context.Background()
+	args := []any{"ACL", "SETUSER", "tollgate"}
+	for _, f := range strings.Fields(recACL) {
+		args = append(args, f)
+	}
+	if err := admin.Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "tollgate", Password: "s3cret"})
+	defer rdb.Close()
+	runRecProtoContract(t, rdb)
+	testRecProtoReloads(t, rdb)
+}
+
+// runRecProtoContract runs the contract suite, class and fair cases on
+// two prototypes on rdb taking turns.
+func runRecProtoContract(t *testing.T, rdb redis.UniversalClient) {
 	factory := func(t *testing.T, clock capacity.Clock) capacity.Store {
 		var b [6]byte
 		_, _ = rand.Read(b[:])
@@ -778,7 +818,10 @@ func BenchmarkRecProtoCall(b *testing.B) {
 // records than one script reads: it reads them in chunks and holds the
 // same scope as the process that wrote them.
 func TestRecProtoReloadsInChunks(t *testing.T) {
-	rdb := testenv.RedisClient(t)
+	testRecProtoReloads(t, testenv.RedisClient(t))
+}
+
+func testRecProtoReloads(t *testing.T, rdb redis.UniversalClient) {
 	var buf [6]byte
 	_, _ = rand.Read(buf[:])
 	prefix := "tgtest-" + hex.EncodeToString(buf[:])
