@@ -5,7 +5,7 @@ import (
 	"maps"
 )
 
-// A MemoryStore's scope kept elsewhere (decision 0007, shape (b)): a store
+// A MemoryStore's scope kept elsewhere (decision 0008): a store
 // shared by many processes decides each operation with a MemoryStore of its
 // own, then writes the records the operation changed where the others read
 // them, and applies the records the others changed before it decides.

@@ -5,13 +5,13 @@ import (
 	"slices"
 )
 
-// A scope's state as records (decision 0007, "Shape (b): the Go core
-// decides for both stores"): what it holds by value (scopeBlob) and its
-// records, each kind by its own key. A scope that tracks its changes
-// (memScope.track) names the records its operations changed, so that a
-// store keeping a scope's state elsewhere writes only those (changes), and
-// a copy of the scope that applies them (apply) holds the same records
-// (records) as the scope that made them.
+// A scope's state as records (decision 0008: every rule written once, the
+// shared store deciding on a copy of a scope): what it holds by value
+// (scopeBlob) and its records, each kind by its own key. A scope that
+// tracks its changes (memScope.track) names the records its operations
+// changed, so that a store keeping a scope's state elsewhere writes only
+// those (changes), and a copy of the scope that applies them (apply) holds
+// the same records (records) as the scope that made them.
 
 // scopeBlob is what a scope holds by value outside its records: written
 // whole with every change.
@@ -119,7 +119,8 @@ func (m *memScope) records() scopeRecords {
 
 // apply makes m hold records r: the records of another copy of the scope
 // (records), or the changes another copy made to the same records as m
-// holds (changes). Applying notes no change of m's own.
+// holds (changes). Applying notes no change of m's own, and forgets the
+// changes m noted: take them (changes) first.
 func (m *memScope) apply(r scopeRecords) {
 	if m.tracking() {
 		defer m.track() // what m applies is not m's change to send
