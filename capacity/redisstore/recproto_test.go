@@ -727,19 +727,26 @@ func TestRecProtoACL(t *testing.T) {
 	testRecProtoReloads(t, rdb)
 }
 
+// recTestPrefix returns a fresh key prefix whose keys are deleted when
+// the test ends.
+func recTestPrefix(t testing.TB, rdb redis.UniversalClient) string {
+	var buf [6]byte
+	_, _ = rand.Read(buf[:])
+	prefix := "tgtest-" + hex.EncodeToString(buf[:])
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+	})
+	return prefix
+}
+
 // runRecProtoContract runs the contract suite, class and fair cases on
 // two prototypes on rdb taking turns.
 func runRecProtoContract(t *testing.T, rdb redis.UniversalClient) {
 	factory := func(t *testing.T, clock capacity.Clock) capacity.Store {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		prefix := "tgtest-" + hex.EncodeToString(b[:])
-		t.Cleanup(func() {
-			keys, _ := rdb.Keys(context.Background(), "{"+prefix+":*").Result()
-			if len(keys) > 0 {
-				rdb.Del(context.Background(), keys...)
-			}
-		})
+		prefix := recTestPrefix(t, rdb)
 		return &recPair{a: &recProto{rdb: rdb, prefix: prefix, clock: clock}, b: &recProto{rdb: rdb, prefix: prefix, clock: clock}}
 	}
 	storetest.Run(t, factory)
@@ -793,9 +800,7 @@ func (r *recPair) AddFailure(ctx context.Context, sc capacity.Scope, call string
 // scopes on the prototype, for profiling the client's side.
 func BenchmarkRecProtoCall(b *testing.B) {
 	rdb := testenv.RedisClient(b)
-	var buf [6]byte
-	_, _ = rand.Read(buf[:])
-	p := newRecProto(rdb, "tgbench-"+hex.EncodeToString(buf[:]))
+	p := newRecProto(rdb, recTestPrefix(b, rdb))
 	lim := capacity.Limits{RequestsPerMinute: 6000}
 	var n atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
@@ -822,15 +827,7 @@ func TestRecProtoReloadsInChunks(t *testing.T) {
 }
 
 func testRecProtoReloads(t *testing.T, rdb redis.UniversalClient) {
-	var buf [6]byte
-	_, _ = rand.Read(buf[:])
-	prefix := "tgtest-" + hex.EncodeToString(buf[:])
-	t.Cleanup(func() {
-		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":*").Result()
-		if len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-	})
+	prefix := recTestPrefix(t, rdb)
 	ctx := context.Background()
 	a, b := newRecProto(rdb, prefix), newRecProto(rdb, prefix)
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "reload"}
@@ -875,15 +872,7 @@ func testRecProtoReloads(t *testing.T, rdb redis.UniversalClient) {
 // slot a call in another process holds: the other's settle wakes it.
 func TestRecProtoNoticesWakeWaiters(t *testing.T) {
 	rdb := testenv.RedisClient(t)
-	var buf [6]byte
-	_, _ = rand.Read(buf[:])
-	prefix := "tgtest-" + hex.EncodeToString(buf[:])
-	t.Cleanup(func() {
-		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":*").Result()
-		if len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-	})
+	prefix := recTestPrefix(t, rdb)
 	ctx := context.Background()
 	a, b := newRecProto(rdb, prefix), newRecProto(rdb, prefix)
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "notice"}
@@ -918,15 +907,7 @@ func TestRecProtoNoticesWakeWaiters(t *testing.T) {
 // scope's keys expire soon after its lease would have, not a day later.
 func TestRecProtoKeysLiveAsLongAsTheScopeMatters(t *testing.T) {
 	rdb := testenv.RedisClient(t)
-	var buf [6]byte
-	_, _ = rand.Read(buf[:])
-	prefix := "tgtest-" + hex.EncodeToString(buf[:])
-	t.Cleanup(func() {
-		keys, _ := rdb.Keys(context.Background(), "{"+prefix+":*").Result()
-		if len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-	})
+	prefix := recTestPrefix(t, rdb)
 	ctx := context.Background()
 	p := newRecProto(rdb, prefix)
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "ttl"}
