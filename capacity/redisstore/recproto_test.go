@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -160,7 +161,10 @@ type recScope struct {
 	credVersion int64
 	// waitCopy is copy, for the waiters (guarded by mu).
 	waitCopy *capacity.MemoryStore
-	wrote    bool // the last exchange wrote
+	// blob is the scope's blob as the copy last read or wrote it: a batch
+	// that leaves it so and changes no record writes nothing.
+	blob  []byte
+	wrote bool // the last exchange wrote
 	// timeAt is Redis TIME (unix ns) as last read, at readAt; last is the
 	// time of the scope's last write (unix ns).
 	timeAt, last int64
@@ -328,6 +332,18 @@ func (p *recProto) run(s *recScope, batch []*recOp) error {
 			op.err = op.run(s.copy)
 		}
 		ch := s.copy.TakeRecords(s.sc)
+		if len(ch.Fields) == 0 && len(ch.Announced) == 0 && bytes.Equal(ch.Blob, s.blob) {
+			// A read (Snapshot, Summary): nothing to write, if the copy
+			// was current; else decide again on what it missed.
+			version, cred := s.version, s.credVersion
+			if err := p.exchange(ctx, s, []any{s.version, "read", s.credVersion}); err != nil {
+				return err
+			}
+			if s.version == version && s.credVersion == cred {
+				return nil
+			}
+			continue
+		}
 		ttl := max(ch.RestsAt.Sub(time.Unix(0, now)), 0) + recSlack
 		args := []any{s.version, now, s.credVersion, ch.Blob, recEntry(ch.Fields), ttl.Milliseconds(), recNotice(ch, time.Unix(0, now))}
 		for name, value := range ch.Fields {
@@ -337,7 +353,7 @@ func (p *recProto) run(s *recScope, batch []*recOp) error {
 			return err
 		}
 		if s.wrote {
-			s.last, s.touched = max(s.last, now), time.Now()
+			s.last, s.touched, s.blob = max(s.last, now), time.Now(), ch.Blob
 			p.Commits.Add(1)
 			return nil
 		}
@@ -387,6 +403,7 @@ func (p *recProto) exchange(ctx context.Context, s *recScope, args []any) error 
 	recs := capacity.Records{Fields: map[string][]byte{capacity.CredentialRecord: m.cred}}
 	if m.blob != "" {
 		recs.Blob = []byte(m.blob)
+		s.blob = recs.Blob
 	}
 	if m.mode == "log" {
 		for _, e := range m.body {
@@ -927,5 +944,41 @@ func TestRecProtoKeysLiveAsLongAsTheScopeMatters(t *testing.T) {
 		if ttl <= 0 || ttl > time.Second+recSlack {
 			t.Fatalf("%s lives %v more; the lease would have expired within a second", key, ttl)
 		}
+	}
+}
+
+func (p *recProto) Summary(ctx context.Context, sc capacity.Scope, call string) (sum capacity.Summary, err error) {
+	err = p.do(sc, func(s *capacity.MemoryStore) (err error) {
+		sum, err = s.Summary(ctx, sc, call)
+		return err
+	})
+	return sum, err
+}
+
+// TestRecProtoReadsWriteNothing reads a scope (Snapshot, Summary) from a
+// second process: its version does not move.
+func TestRecProtoReadsWriteNothing(t *testing.T) {
+	rdb := testenv.RedisClient(t)
+	prefix := recTestPrefix(t, rdb)
+	ctx := context.Background()
+	a, b := newRecProto(rdb, prefix), newRecProto(rdb, prefix)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "reads"}
+	res, err := a.Reserve(ctx, capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60}, Call: "c1", Attempt: 1,
+		Charges: capacity.Charges{capacity.Requests: 1}, TTL: time.Minute})
+	if err != nil || !res.Granted {
+		t.Fatal(err, res.Reason)
+	}
+	version := func() string { return rdb.HGet(ctx, a.scope(sc).keys[0], "v").Val() }
+	before := version()
+	snap, err := b.Snapshot(ctx, sc)
+	if err != nil || len(snap.Leases) != 1 {
+		t.Fatalf("snapshot: %v, %d leases", err, len(snap.Leases))
+	}
+	sum, err := b.Summary(ctx, sc, "")
+	if err != nil || sum.InFlight != 1 {
+		t.Fatalf("summary: %v, %d in flight", err, sum.InFlight)
+	}
+	if after := version(); after != before {
+		t.Fatalf("reads moved the version from %s to %s", before, after)
 	}
 }
