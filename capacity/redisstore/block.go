@@ -29,6 +29,9 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 	if err := s.down("block"); err != nil {
 		return s.orFallback(err)
 	}
+	if s.rec != nil {
+		return s.orFallback(s.rec.block(ctx, sc, b, s.localNow()))
+	}
 	k := s.keysFor(sc)
 	// The block lasts from now on this worker's clock; the script adds that
 	// to Redis time, so a worker whose clock is off still blocks for as long
@@ -73,6 +76,9 @@ func (s *Store) Unblock(ctx context.Context, sc capacity.Scope, credential bool)
 	}
 	if err := s.down("unblock"); err != nil {
 		return s.orFallback(err)
+	}
+	if s.rec != nil {
+		return s.orFallback(s.rec.unblock(ctx, sc, credential))
 	}
 	k := s.keysFor(sc)
 	if credential {

@@ -22,21 +22,31 @@ func (s *Store) AddFailure(ctx context.Context, sc capacity.Scope, call string, 
 	}
 	err := s.down("addfailure")
 	if err == nil {
-		k := s.keysFor(sc)
-		var v any
-		v, err = s.call(ctx, s.scripts.failure, []string{k.failure + call}, []any{s.nowArg(), ttl.Microseconds()}, false).Result()
-		if err == nil {
-			s.up()
-			n, ok := v.(int64)
-			if !ok {
-				return 0, fmt.Errorf("%w: addfailure: got %T, want an integer", ErrBadReply, v)
-			}
-			return int(n), nil
+		var n int
+		if n, err = s.addFailure(ctx, sc, call, ttl); err == nil {
+			return n, nil
 		}
-		err = s.failed(ctx, "addfailure", err)
 	}
 	if s.fallback != nil && isUnavailable(err) {
 		return s.fallback.mem.AddFailure(ctx, sc, call, ttl)
 	}
 	return 0, err
+}
+
+// addFailure counts the failure in Redis.
+func (s *Store) addFailure(ctx context.Context, sc capacity.Scope, call string, ttl time.Duration) (int, error) {
+	if s.rec != nil {
+		return s.rec.addFailure(ctx, sc, call, ttl)
+	}
+	k := s.keysFor(sc)
+	v, err := s.call(ctx, s.scripts.failure, []string{k.failure + call}, []any{s.nowArg(), ttl.Microseconds()}, false).Result()
+	if err != nil {
+		return 0, s.failed(ctx, "addfailure", err)
+	}
+	s.up()
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("%w: addfailure: got %T, want an integer", ErrBadReply, v)
+	}
+	return int(n), nil
 }

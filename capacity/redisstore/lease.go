@@ -32,6 +32,9 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 	if err := s.down("settle"); err != nil {
 		return time.Time{}, err
 	}
+	if s.rec != nil {
+		return s.rec.settle(ctx, lease, final)
+	}
 	k := s.keysFor(lease.Scope)
 	r, h, err := s.do(k, s.settleOp(ctx, k, lease, final))
 	if err != nil {
@@ -96,6 +99,9 @@ func (s *Store) Release(ctx context.Context, lease capacity.Lease) error {
 	if err := s.down("release"); err != nil {
 		return err
 	}
+	if s.rec != nil {
+		return s.rec.release(ctx, lease)
+	}
 	_, err := s.release(ctx, lease)
 	return err
 }
@@ -145,6 +151,9 @@ func (s *Store) Renew(ctx context.Context, lease capacity.Lease, ttl time.Durati
 	}
 	if err := s.down("renew"); err != nil {
 		return capacity.Lease{}, err
+	}
+	if s.rec != nil {
+		return s.rec.renew(ctx, lease, ttl)
 	}
 	k := s.keysFor(lease.Scope)
 	b1, b2 := s.knownBounds(k)

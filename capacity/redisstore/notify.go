@@ -33,6 +33,10 @@ func (s *Store) Released(sc capacity.Scope) (<-chan struct{}, func()) {
 type notifier struct {
 	s      *Store
 	queues sync.Map // scope key -> *waitQueue
+	// perRelease is how many of a scope's waiters a release message wakes:
+	// 1 with the scripts, whose grants pass the wake-up on while room is
+	// left (Reserve); every one (-1) with the records engine.
+	perRelease int
 
 	mu     sync.Mutex
 	subs   map[string]*subscription // by credential key: one connection per hash slot
@@ -68,7 +72,7 @@ type subscription struct {
 }
 
 func newNotifier(s *Store) *notifier {
-	return &notifier{s: s, subs: make(map[string]*subscription), due: make(map[dueKey]chan struct{})}
+	return &notifier{s: s, perRelease: 1, subs: make(map[string]*subscription), due: make(map[dueKey]chan struct{})}
 }
 
 // queue returns k's wait queue and whether this call made it: the caller
@@ -280,7 +284,7 @@ func (n *notifier) deliver(sub *subscription, m any) {
 	scopeKey, ok := sub.channels[channel]
 	n.mu.Unlock()
 	if ok {
-		n.wake(scopeKey, 1)
+		n.wake(scopeKey, n.perRelease)
 	}
 }
 

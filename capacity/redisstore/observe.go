@@ -26,6 +26,9 @@ func (s *Store) Observe(ctx context.Context, sc capacity.Scope, obs capacity.Obs
 }
 
 func (s *Store) observe(ctx context.Context, sc capacity.Scope, obs capacity.Observation) error {
+	if s.rec != nil {
+		return s.rec.observe(ctx, sc, obs)
+	}
 	k := s.keysFor(sc)
 	r, _, err := s.do(k, s.observeOp(ctx, k, obs))
 	if err != nil {

@@ -41,6 +41,33 @@ func (p FailurePolicy) String() string {
 	return fmt.Sprintf("failure_policy(%d)", int(p))
 }
 
+// Engine says how a Store decides its operations.
+type Engine int
+
+const (
+	// EngineScripts decides each operation in Redis, with the scripts of
+	// version 6.3 (lua/). It is the default.
+	EngineScripts Engine = iota
+	// EngineRecords decides each operation in the worker, with the memory
+	// store's rules, on a copy of the scope that one short script keeps in
+	// step with the scope's records in Redis (decision 0008): a batch of a
+	// worker's operations on a scope costs Redis one script call that only
+	// writes what changed, or two when another worker wrote first. Its
+	// keys are apart from the scripts': workers of the two engines on one
+	// Prefix keep two budgets, so switch every worker of a Prefix at once.
+	EngineRecords
+)
+
+func (e Engine) String() string {
+	switch e {
+	case EngineScripts:
+		return "scripts"
+	case EngineRecords:
+		return "records"
+	}
+	return fmt.Sprintf("engine(%d)", int(e))
+}
+
 // Options configures a Store. The zero value is valid: prefix "tollgate",
 // Redis time, fail closed.
 type Options struct {
@@ -69,6 +96,8 @@ type Options struct {
 	// Redis TIME. For tests only (the contract suite's manual clock); in
 	// production the Redis server is the one clock every worker agrees on.
 	Clock capacity.Clock
+	// Engine is how the store decides. If zero, EngineScripts.
+	Engine Engine
 	// Logger receives warnings: Redis unreachable, state found lost. If nil,
 	// nothing is logged.
 	Logger *slog.Logger
@@ -100,6 +129,9 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	default:
 		return o, fmt.Errorf("%w: OnUnavailable is %v", ErrInvalidOptions, o.OnUnavailable)
+	}
+	if o.Engine != EngineScripts && o.Engine != EngineRecords {
+		return o, fmt.Errorf("%w: Engine is %v", ErrInvalidOptions, o.Engine)
 	}
 	if o.ProbeInterval < 0 {
 		return o, fmt.Errorf("%w: ProbeInterval is %v; want >= 0 (0 means %v)", ErrInvalidOptions, o.ProbeInterval, DefaultProbeInterval)

@@ -20,6 +20,13 @@ func (s *Store) Reserve(ctx context.Context, req capacity.Request) (capacity.Res
 	if err := s.down("reserve"); err != nil {
 		return s.reserveFallback(ctx, req, err)
 	}
+	if s.rec != nil {
+		res, err := s.rec.reserve(ctx, req)
+		if err != nil {
+			return s.reserveFallback(ctx, req, err)
+		}
+		return res, nil
+	}
 	k := s.keysFor(req.Scope)
 	res, room, err := s.reserve(ctx, k, req)
 	if err != nil {

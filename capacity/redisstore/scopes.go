@@ -15,6 +15,9 @@ import (
 // its state has not expired. It scans (SCAN, on every master of a cluster),
 // so it is for operators and tools, not for the admission path.
 func (s *Store) Scopes(ctx context.Context) ([]capacity.Scope, error) {
+	if s.rec != nil {
+		return s.scanScopes(ctx, recInfix, "scopes")
+	}
 	return s.scanScopes(ctx, stateInfix, "scopes")
 }
 

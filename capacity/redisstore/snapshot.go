@@ -35,6 +35,9 @@ func (s *Store) snapshot(ctx context.Context, sc capacity.Scope, summary bool, c
 	if err := s.down("snapshot"); err != nil {
 		return capacity.Summary{}, err
 	}
+	if s.rec != nil {
+		return s.rec.summary(ctx, sc, summary, call)
+	}
 	k := s.keysFor(sc)
 	b1, b2 := s.knownBounds(k)
 	args := s.commonArgs(k, b1, b2, 2)

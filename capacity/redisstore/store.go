@@ -46,7 +46,8 @@ type Store struct {
 	epochs     sync.Map // credential key -> epoch token last seen
 
 	notify   *notifier
-	fallback *fallback // nil with FailClosed
+	fallback *fallback  // nil with FailClosed
+	rec      *recEngine // nil with EngineScripts
 
 	downUntil atomic.Int64          // unix nanoseconds; Redis is skipped until then
 	lastErr   atomic.Pointer[error] // why Redis was last found unreachable
@@ -82,6 +83,10 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if o.OnUnavailable == FallbackLocal {
 		s.fallback = newFallback(o)
 	}
+	if o.Engine == EngineRecords {
+		s.rec = newRecEngine(s)
+		s.notify.perRelease = -1 // a batch decides every waiter woken at once
+	}
 	return s, nil
 }
 
@@ -107,6 +112,11 @@ type Stats struct {
 	// reclaimed: more leases had expired, or tickets lapsed, at once than
 	// one script reclaims (64), as after a worker that held them crashed.
 	ReclaimScripts int64
+	// Writes counts the batches whose records this instance wrote
+	// (EngineRecords), Conflicts those it decided again because another
+	// worker had written first, and Reloads the copies of a scope it read
+	// whole.
+	Writes, Conflicts, Reloads int64
 }
 
 // Stats returns the store's counters.
@@ -114,6 +124,9 @@ func (s *Store) Stats() Stats {
 	st := Stats{Resets: s.resets.Load(), Unavailable: s.unavailable.Load(), ReclaimScripts: s.reclaimRounds.Load()}
 	if s.fallback != nil {
 		st.FallbackLeases = s.fallback.live()
+	}
+	if e := s.rec; e != nil {
+		st.Writes, st.Conflicts, st.Reloads = e.writes.Load(), e.conflicts.Load(), e.reloads.Load()
 	}
 	return st
 }

@@ -1,0 +1,101 @@
+-- exchange.lua: the one script of the records engine (Options.Engine
+-- EngineRecords; recengine.go, decision 0008). It writes the records a
+-- worker's copy of a scope changed if the scope is still at the copy's
+-- version; else it returns what the copy missed. It never decides anything:
+-- the rules are the memory store's, in Go.
+--
+-- KEYS: 1 the scope's records (hash: v its version, b its blob, t the time
+-- of its last write in unix ns, and the records by name), 2 its log (list:
+-- the last writes' records, one entry a write), 3 the credential's block
+-- (hash: v its version, b the block), 4 the scope's channel.
+--
+-- ARGV: 1 the version of the scope the copy holds (-1: none), 2 the
+-- version of the credential's block it holds, 3 'read', 'reload' (a read
+-- that always returns the blob) or, to write, the decision's time (unix ns),
+-- 4 how many writes the log keeps, 5 the most records one script reads,
+-- 6 how long the credential's block lives after its last write (ms); to
+-- write, then: 7 the blob, 8 the log entry, 9 how long the scope's keys live
+-- (ms), 10 the release to announce on the scope's channel and 11 the
+-- tickets come due to announce on it ('' for none: notify.go reads them),
+-- 12 the credential's block ('' unchanged, '-' deleted, else '+' and the
+-- block), 13 on: names and values of the changed records ('' deletes).
+--
+-- Reply to a write that applied: {'ok', the scope's version, the block's}.
+-- Else: {'missed', TIME s, TIME µs, the scope's version, its last write's
+-- time, the mode, the blob ('' for a read of a current copy), the block's
+-- version, the block ('' for none), n, then n entries or names and values,
+-- then the values of the names the write gave ('' for none)}. The mode is
+-- 'same' (the copy is current), 'log' (the log's entries after the copy's
+-- version follow), 'all' (every record follows, names and values) or 'far'
+-- (the copy is further behind than the log and the scope holds more
+-- records than one script reads: the engine reads them with HSCAN).
+
+local have, credHave, what = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local logLength, readAtOnce, credTTL = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local FIRST_RECORD = 13
+
+local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+local cv = tonumber(redis.call('HGET', KEYS[3], 'v') or '0')
+local write = what ~= 'read' and what ~= 'reload'
+
+if write and have == v and credHave == cv then
+  local set, del = {'v', v + 1, 'b', ARGV[7], 't', what}, {}
+  for i = FIRST_RECORD, #ARGV, 2 do
+    if ARGV[i + 1] == '' then
+      del[#del + 1] = ARGV[i]
+    else
+      set[#set + 1] = ARGV[i]
+      set[#set + 1] = ARGV[i + 1]
+    end
+  end
+  redis.call('HSET', KEYS[1], unpack(set))
+  if #del > 0 then redis.call('HDEL', KEYS[1], unpack(del)) end
+  redis.call('RPUSH', KEYS[2], ARGV[8])
+  redis.call('LTRIM', KEYS[2], -logLength, -1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[9])
+  redis.call('PEXPIRE', KEYS[2], ARGV[9])
+  local cred = ARGV[12]
+  if cred ~= '' then
+    cv = cv + 1
+    redis.call('HSET', KEYS[3], 'v', cv)
+    if cred == '-' then
+      redis.call('HDEL', KEYS[3], 'b')
+    else
+      redis.call('HSET', KEYS[3], 'b', string.sub(cred, 2))
+    end
+    redis.call('PEXPIRE', KEYS[3], credTTL)
+  end
+  if ARGV[10] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[10]) end
+  if ARGV[11] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[11]) end
+  return {'ok', tostring(v + 1), tostring(cv)}
+end
+
+local t = redis.call('TIME')
+local fields = {'b', 't'}
+for i = FIRST_RECORD, #ARGV, 2 do fields[#fields + 1] = ARGV[i] end
+local got = redis.call('HMGET', KEYS[1], unpack(fields))
+local mode, body = 'same', {}
+if have == v then
+  mode = 'same'
+elseif have >= 0 and have < v and v - have <= redis.call('LLEN', KEYS[2]) then
+  mode, body = 'log', redis.call('LRANGE', KEYS[2], have - v, -1)
+elseif redis.call('HLEN', KEYS[1]) > readAtOnce then
+  mode = 'far'
+else
+  mode = 'all'
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    local name = all[i]
+    if name ~= 'v' and name ~= 'b' and name ~= 't' then
+      body[#body + 1] = name
+      body[#body + 1] = all[i + 1]
+    end
+  end
+end
+local blob = got[1] or ''
+if mode == 'same' and what == 'read' then blob = '' end -- current: nothing to apply
+local out = {'missed', t[1], t[2], tostring(v), got[2] or '0', mode, blob, tostring(cv),
+  redis.call('HGET', KEYS[3], 'b') or '', tostring(#body)}
+for _, x in ipairs(body) do out[#out + 1] = x end
+for i = 3, #got do out[#out + 1] = got[i] or '' end
+return out

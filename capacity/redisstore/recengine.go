@@ -1,0 +1,452 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// The records engine (Options.Engine EngineRecords; decision 0008) decides
+// every operation with the memory store's rules, in Go, on a copy of the
+// scope that each Store keeps: a capacity.MemoryStore that tracks the
+// scope's records. Redis holds the records, and one short script
+// (lua/exchange.lua) writes the records a decision changed if the scope is
+// still at the copy's version, or returns what the copy missed.
+//
+// A Store's operations on a scope form batches: the first caller to find
+// none running decides the pending ones (recBatchMax at most) on the copy,
+// at the time it estimates Redis's to be, and sends the exchange. If
+// another worker wrote first, the copy applies what it missed and decides
+// the batch again. A batch on a current copy costs one script call.
+//
+// Key layout, beside the scripts' (keys.go), under the same hash tag:
+//
+//	{P:C}:rec:K      the scope's records (hash: v version, b blob, t last write's time, records by name);
+//	                 TTL: when the scope stops mattering (capacity.Records.RestsAt) plus recSlack
+//	{P:C}:reclog:K   the last recLogLength writes' records (list); TTL: the records'
+//	{P:C}:reccred    the credential's block (hash: v version, b block); TTL: recCredTTL after its last write
+//	{P:C}:n:K        the scope's channel, as the scripts': releases and tickets due
+const (
+	recInfix     = ":rec:"
+	recLogInfix  = ":reclog:"
+	recCredSufix = ":reccred"
+)
+
+// recLogLength is how many writes a scope's log keeps: a copy at most that
+// many writes behind reads only what it missed.
+const recLogLength = 16
+
+// recBatchMax is the most operations one batch decides: with 10,000
+// callers over 8 processes, batches of 64 queued behind one another
+// (Reserve p99 55-66 ms after the first second; 256: 10-34 ms).
+const recBatchMax = 256
+
+// recFreshFor is how long after its last exchange a copy is taken to be
+// current: a batch on a copy older than that reads what it missed first,
+// rather than deciding on it and being refused.
+const recFreshFor = 20 * time.Millisecond
+
+// recReadAtOnce is the most records one script reads: a copy of a larger
+// scope that is further behind than the log reads them this many at a time
+// (HSCAN).
+const recReadAtOnce = 256
+
+// recSlack is how long a scope's records live past when they stop
+// mattering, for the differences between the workers' estimates of Redis
+// time.
+const recSlack = 5 * time.Second
+
+// recCredTTL is how long the credential's block lives past its last write:
+// the longest block, and a half-open one's memory.
+const recCredTTL = capacity.MaxBlock + HalfOpenMemory + recSlack
+
+// recMaxConflicts is how many times a batch is decided again, each time
+// after applying what another worker wrote first, before it fails.
+const recMaxConflicts = 100
+
+// ErrConflicts is returned (wrapped) by an operation of the records engine
+// whose batch found the scope written by another worker recMaxConflicts
+// times in a row.
+var ErrConflicts = errors.New("redisstore: the scope was written by others on every try")
+
+// recEngine is a Store's records engine.
+type recEngine struct {
+	s      *Store
+	scopes sync.Map // capacity.Scope -> *recScope
+	pipe   recPipe
+
+	writes, conflicts, reloads atomic.Int64
+}
+
+func newRecEngine(s *Store) *recEngine {
+	return &recEngine{s: s, pipe: recPipe{rdb: s.rdb}}
+}
+
+// recScope is one scope's copy, keys and pending operations.
+type recScope struct {
+	sc       capacity.Scope
+	scopeKey string
+	keys     []string // the exchange's KEYS: records, log, credential's block, channel
+
+	mu      sync.Mutex
+	pending []*recOp
+	running bool
+
+	// Owned by the batch running.
+	copy        *capacity.MemoryStore
+	clock       *recClock
+	version     int64 // of the records the copy holds; -1: none
+	credVersion int64 // of the credential's block the copy holds
+	// blob is the scope's blob as the copy last read or wrote it: a batch
+	// that leaves it so and changes no record writes nothing.
+	blob  []byte
+	wrote bool // the last exchange wrote
+	// timeAt is Redis TIME (unix ns) as last read, at readAt; last is the
+	// time of the scope's last write (unix ns); touched is when the copy
+	// last exchanged.
+	timeAt, last    int64
+	readAt, touched time.Time
+	// restsAt is when the scope stops mattering, as of this copy's last
+	// write: records gone before then were lost, not expired.
+	restsAt time.Time
+}
+
+// recOp is one operation waiting for its batch.
+type recOp struct {
+	run func(s *capacity.MemoryStore) error
+	// abandon, if set, undoes what run did, for a caller that gave up
+	// after its operation was taken into a batch.
+	abandon func()
+	state   atomic.Int32 // recPending, recDone or recAbandoned
+	err     error        // run's
+	failed  error        // Redis's, for the whole batch
+	done    chan struct{}
+}
+
+const (
+	recPending = iota
+	recDone
+	recAbandoned
+)
+
+// recClock is a copy's clock: the time its batch is decided at.
+type recClock struct{ now atomic.Int64 }
+
+func (c *recClock) Now() time.Time { return time.Unix(0, c.now.Load()).UTC() }
+
+func (c *recClock) NewTimer(d time.Duration) capacity.Timer {
+	return capacity.SystemClock{}.NewTimer(d)
+}
+
+func (e *recEngine) scope(sc capacity.Scope) *recScope {
+	if v, ok := e.scopes.Load(sc); ok {
+		return v.(*recScope)
+	}
+	k := e.s.keysFor(sc)
+	tag := "{" + e.s.opts.Prefix + ":" + k.credKey + "}"
+	s := &recScope{sc: sc, scopeKey: k.scopeKey, version: -1,
+		keys: []string{tag + recInfix + k.scopeKey, tag + recLogInfix + k.scopeKey, tag + recCredSufix, k.channel}}
+	v, _ := e.scopes.LoadOrStore(sc, s)
+	return v.(*recScope)
+}
+
+// do runs op on sc's copy in the scope's next batch and returns its error:
+// ctx's if ctx ends first (op is then skipped, or undone with abandon),
+// Redis's as the store reports it (Store.failed), else op's own. The first
+// caller to find no batch running on the scope runs the batches, its own
+// first, until none is pending.
+func (e *recEngine) do(ctx context.Context, name string, sc capacity.Scope, run func(s *capacity.MemoryStore) error, abandon func()) error {
+	s := e.scope(sc)
+	op := &recOp{run: run, abandon: abandon, done: make(chan struct{})}
+	s.mu.Lock()
+	s.pending = append(s.pending, op)
+	lead := !s.running
+	s.running = true
+	s.mu.Unlock()
+	if lead {
+		e.lead(s)
+	}
+	select {
+	case <-op.done:
+	case <-ctx.Done():
+		if op.state.CompareAndSwap(recPending, recAbandoned) {
+			return ctx.Err()
+		}
+		<-op.done
+	}
+	if op.failed != nil {
+		return e.s.failed(ctx, name, op.failed)
+	}
+	e.s.up()
+	return op.err
+}
+
+// lead runs s's pending batches until none is left.
+func (e *recEngine) lead(s *recScope) {
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		n := min(len(s.pending), recBatchMax)
+		batch := s.pending[:n:n]
+		s.pending = append([]*recOp(nil), s.pending[n:]...)
+		s.mu.Unlock()
+		err := e.run(s, batch)
+		if err != nil {
+			// The copy may hold a decision Redis never took: the next
+			// batch starts from Redis's records.
+			s.copy, s.version, s.credVersion = nil, -1, -1
+		}
+		for _, op := range batch {
+			op.failed = err
+			if !op.state.CompareAndSwap(recPending, recDone) && err == nil && op.abandon != nil {
+				go op.abandon() // its caller gave up while it was decided
+			}
+			close(op.done)
+		}
+	}
+}
+
+// run decides batch until its write applies. An operation abandoned
+// before the batch started is skipped.
+func (e *recEngine) run(s *recScope, batch []*recOp) error {
+	ctx := context.Background()
+	if s.copy == nil || time.Since(s.touched) > recFreshFor {
+		// Likely stale: read what the copy missed before deciding.
+		if err := e.exchange(ctx, s, e.readArgs(s, "read")); err != nil {
+			return err
+		}
+	}
+	for range recMaxConflicts {
+		now := s.now()
+		if c := e.s.opts.Clock; c != nil {
+			now = c.Now().UnixNano()
+		}
+		s.clock.now.Store(now)
+		for _, op := range batch {
+			if op.state.Load() != recAbandoned {
+				op.err = op.run(s.copy)
+			}
+		}
+		ch := s.copy.TakeRecords(s.sc)
+		if len(ch.Fields) == 0 && len(ch.Announced) == 0 && bytes.Equal(ch.Blob, s.blob) {
+			// Nothing to write (a read): done if the copy was current,
+			// else decide again on what it missed.
+			version, cred := s.version, s.credVersion
+			if err := e.exchange(ctx, s, e.readArgs(s, "read")); err != nil {
+				return err
+			}
+			if s.version == version && s.credVersion == cred {
+				return nil
+			}
+			continue
+		}
+		at := time.Unix(0, now)
+		release, due := recNotices(ch, at, e.s.id)
+		ttl := max(ch.RestsAt.Sub(at), 0) + recSlack
+		args := append(e.readArgs(s, strconv.FormatInt(now, 10)),
+			ch.Blob, recEntry(ch.Fields), ttl.Milliseconds(), release, due, recCredArg(ch.Fields))
+		for name, value := range ch.Fields {
+			if name != capacity.CredentialRecord {
+				args = append(args, name, value)
+			}
+		}
+		if err := e.exchange(ctx, s, args); err != nil {
+			return err
+		}
+		if s.wrote {
+			s.last, s.touched, s.blob, s.restsAt = max(s.last, now), time.Now(), ch.Blob, ch.RestsAt
+			e.writes.Add(1)
+			e.wakeLocal(s, release, ch.Announced)
+			return nil
+		}
+		e.conflicts.Add(1)
+	}
+	return fmt.Errorf("%w (%d tries)", ErrConflicts, recMaxConflicts)
+}
+
+// readArgs returns the exchange's first arguments: the versions s holds,
+// what (a read, a reload or a write's time) and the engine's constants.
+func (e *recEngine) readArgs(s *recScope, what string) []any {
+	return []any{s.version, s.credVersion, what, recLogLength, recReadAtOnce, recCredTTL.Milliseconds()}
+}
+
+// recFirstRecord is the index of the first record name in the exchange's
+// arguments (lua/exchange.lua: ARGV[13], 1-based).
+const recFirstRecord = 12
+
+// now is s's estimate of Redis's time (unix ns): the last TIME read plus
+// the time elapsed since, never before the scope's last write.
+func (s *recScope) now() int64 {
+	return max(s.timeAt+time.Since(s.readAt).Nanoseconds(), s.last)
+}
+
+// wakeLocal wakes this Store's calls waiting on s for what its write
+// announced (other workers' are woken by the message on the channel).
+func (e *recEngine) wakeLocal(s *recScope, release string, due []string) {
+	if release != "" {
+		e.s.notify.wake(s.scopeKey, -1)
+	}
+	if len(due) > 0 {
+		e.s.notify.ticketsDue(s.scopeKey, due)
+	}
+}
+
+// exchange runs the exchange script with args and applies its reply: the
+// new versions, or what the copy missed (args names the records the batch
+// changed, whose values it reads back).
+func (e *recEngine) exchange(ctx context.Context, s *recScope, args []any) error {
+	raw, err := e.pipe.send(ctx, s.keys, args)
+	if err != nil {
+		return err
+	}
+	if len(raw) == 3 && raw[0] == "ok" {
+		s.wrote = true
+		s.version, err = strconv.ParseInt(raw[1], 10, 64)
+		if err == nil {
+			s.credVersion, err = strconv.ParseInt(raw[2], 10, 64)
+		}
+		return err
+	}
+	s.wrote = false
+	m, err := parseMissed(raw)
+	if err != nil {
+		return err
+	}
+	if m.version < s.version && time.Unix(0, m.time).Before(s.restsAt) {
+		e.lost(s)
+	}
+	s.timeAt, s.readAt, s.last = m.time, time.Now(), m.last
+	s.touched = s.readAt
+	if m.mode == "far" {
+		return e.reload(ctx, s, m.version)
+	}
+	if s.copy != nil && m.mode == "same" && m.blob == "" { // a read of a current copy
+		if m.credVersion == s.credVersion {
+			return nil
+		}
+		s.credVersion = m.credVersion
+		return s.copy.LoadRecords(s.sc, capacity.Records{Fields: map[string][]byte{capacity.CredentialRecord: m.cred}})
+	}
+	if s.copy == nil || m.mode == "all" || m.blob == "" {
+		// A copy afresh: the first, one past the log, or of a scope never
+		// written (what a refused batch changed goes with the old one).
+		e.freshCopy(s)
+	}
+	s.version, s.credVersion = m.version, m.credVersion
+	recs := capacity.Records{Fields: map[string][]byte{capacity.CredentialRecord: m.cred}}
+	if m.blob != "" {
+		recs.Blob = []byte(m.blob)
+		s.blob = recs.Blob
+	}
+	switch m.mode {
+	case "log":
+		for _, entry := range m.body {
+			if err := recParseEntry(entry, recs.Fields); err != nil {
+				return err
+			}
+		}
+	case "all":
+		for i := 0; i+1 < len(m.body); i += 2 {
+			recs.Fields[m.body[i]] = []byte(m.body[i+1])
+		}
+	}
+	names := args[min(recFirstRecord, len(args)):]
+	if len(m.asked)*2 != len(names) {
+		return fmt.Errorf("%w: exchange: %d values for %d records", ErrBadReply, len(m.asked), len(names)/2)
+	}
+	for i, v := range m.asked {
+		name := names[2*i].(string)
+		if v == "" {
+			recs.Fields[name] = nil
+		} else {
+			recs.Fields[name] = []byte(v)
+		}
+	}
+	return s.copy.LoadRecords(s.sc, recs)
+}
+
+// lost counts and logs that s's records were lost (Redis restarted
+// without persistence, failed over or evicted them) while they mattered:
+// the scope starts again empty, its budgets at the burst level. Calls
+// waiting on the credential look again.
+func (e *recEngine) lost(s *recScope) {
+	e.s.resets.Add(1)
+	if l := e.s.opts.Logger; l != nil {
+		l.Warn("tollgate: Redis state of a scope was lost; its budgets restart at the burst level", "scope", s.scopeKey)
+	}
+	e.s.notify.wakeCredential(s.sc.CredentialKey())
+}
+
+// freshCopy gives s an empty copy of its scope.
+func (e *recEngine) freshCopy(s *recScope) {
+	s.clock = &recClock{}
+	s.copy = capacity.NewMemoryStore(capacity.MemoryOptions{Clock: s.clock, TicketGrace: e.s.opts.TicketGrace})
+	s.copy.TrackRecords(s.sc)
+	e.reloads.Add(1)
+}
+
+// reload makes s's copy afresh from the scope's records, read
+// recReadAtOnce at a time (HSCAN) after version v, then the writes made
+// while they were read, from the log, and the blob, in one exchange. If
+// the log no longer holds them all it reads again.
+func (e *recEngine) reload(ctx context.Context, s *recScope, v int64) error {
+	for range 10 {
+		fields := map[string][]byte{}
+		var cursor uint64
+		for {
+			kv, next, err := e.s.rdb.HScan(ctx, s.keys[0], cursor, "", recReadAtOnce).Result()
+			if err != nil {
+				return err
+			}
+			for i := 0; i+1 < len(kv); i += 2 {
+				if k := kv[i]; k != "v" && k != "b" && k != "t" {
+					fields[k] = []byte(kv[i+1])
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+		s.version = v
+		raw, err := e.pipe.send(ctx, s.keys, e.readArgs(s, "reload"))
+		if err != nil {
+			return err
+		}
+		m, err := parseMissed(raw)
+		if err != nil {
+			return err
+		}
+		if m.mode != "same" && m.mode != "log" {
+			v = m.version // written past the log meanwhile: again
+			continue
+		}
+		for _, entry := range m.body {
+			if err := recParseEntry(entry, fields); err != nil {
+				return err
+			}
+		}
+		for k, val := range fields {
+			if val == nil {
+				delete(fields, k)
+			}
+		}
+		fields[capacity.CredentialRecord] = m.cred
+		s.version, s.credVersion = m.version, m.credVersion
+		e.freshCopy(s)
+		s.blob = []byte(m.blob)
+		return s.copy.LoadRecords(s.sc, capacity.Records{Blob: s.blob, Fields: fields})
+	}
+	s.version = -1
+	return fmt.Errorf("%w (read in chunks ten times, written past its log each time)", ErrConflicts)
+}

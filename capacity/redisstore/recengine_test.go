@@ -1,0 +1,377 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/storetest"
+	"github.com/tollgate-dev/tollgate/internal/testenv"
+)
+
+// newRecordsStore returns a Store with EngineRecords on rdb and prefix,
+// closed when the test ends.
+func newRecordsStore(t testing.TB, rdb redis.UniversalClient, prefix string, clock capacity.Clock) *Store {
+	t.Helper()
+	s, err := New(rdb, Options{Prefix: prefix, Clock: clock, Engine: EngineRecords})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// runRecordsContract runs the contract suite, the class cases and the fair
+// cases on rdb twice: on one store, and on two stores of one prefix (two
+// workers) taking turns, the second's waiters woken by the first's writes.
+// The rules are the memory store's; what it checks is that the copies keep
+// one scope between them.
+func runRecordsContract(t *testing.T, rdb redis.UniversalClient) {
+	for _, tt := range []struct {
+		name    string
+		factory storetest.Factory
+	}{
+		{"one", func(t *testing.T, clock capacity.Clock) capacity.Store {
+			return newRecordsStore(t, rdb, testPrefix(t, rdb), clock)
+		}},
+		{"two", func(t *testing.T, clock capacity.Clock) capacity.Store {
+			prefix := testPrefix(t, rdb)
+			return &recPair{a: newRecordsStore(t, rdb, prefix, clock), b: newRecordsStore(t, rdb, prefix, clock)}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, tt.factory)
+			storetest.RunCases(t, storetest.ClassCases, tt.factory)
+			storetest.RunCases(t, storetest.FairCases, tt.factory)
+		})
+	}
+}
+
+// TestRecordsContract runs the contract suite on the records engine.
+func TestRecordsContract(t *testing.T) {
+	t.Parallel()
+	runRecordsContract(t, testClient(t))
+}
+
+// TestRecordsCluster runs the contract suite on the records engine on a
+// Redis Cluster of three masters: a scope's keys, its credential's and its
+// channel are in one slot.
+func TestRecordsCluster(t *testing.T) {
+	t.Parallel()
+	runRecordsContract(t, testenv.StartRedisCluster(t, clusterMasters).Client(t))
+}
+
+// recordsACL is the least a Redis user of the records engine needs (the
+// package doc lists it).
+const recordsACL = "on >s3cret resetkeys ~{tgtest-* resetchannels &{tgtest-* -@all +evalsha +eval +ssubscribe +sunsubscribe " +
+	"+ping +hello +hscan +time +hget +hmget +hset +hdel +hlen +hgetall +rpush +lrange +ltrim +llen +pexpire +spublish"
+
+// TestRecordsACL runs the contract suite, and a copy's read of a large
+// scope in chunks, as a Redis user with no more than recordsACL: leaving
+// out any one of its commands fails it.
+func TestRecordsACL(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedisServer(t, "")
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = admin.Close() })
+	ctx := context.Background()
+	args := []any{"ACL", "SETUSER", "tollgate"}
+	for _, f := range strings.Fields(recordsACL) {
+		args = append(args, f)
+	}
+	require.NoError(t, admin.Do(ctx, args...).Err())
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "tollgate", Password: "s3cret"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	runRecordsContract(t, rdb)
+	t.Run("reload", func(t *testing.T) { testRecordsReload(t, rdb) })
+}
+
+// recPair is two workers' stores on one prefix, each operation sent to
+// the one whose turn it is; calls wait on the second.
+type recPair struct {
+	a, b *Store
+	turn atomic.Int64
+}
+
+var (
+	_ capacity.Notifier       = (*recPair)(nil)
+	_ capacity.TicketNotifier = (*recPair)(nil)
+	_ capacity.Summarizer     = (*recPair)(nil)
+)
+
+func (r *recPair) next() *Store {
+	if r.turn.Add(1)%2 == 0 {
+		return r.a
+	}
+	return r.b
+}
+
+func (r *recPair) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
+	return r.next().Reserve(ctx, req)
+}
+
+func (r *recPair) Settle(ctx context.Context, le capacity.Lease, final capacity.Charges) error {
+	return r.next().Settle(ctx, le, final)
+}
+
+func (r *recPair) Release(ctx context.Context, le capacity.Lease) error {
+	return r.next().Release(ctx, le)
+}
+
+func (r *recPair) Renew(ctx context.Context, le capacity.Lease, ttl time.Duration) (capacity.Lease, error) {
+	return r.next().Renew(ctx, le, ttl)
+}
+
+func (r *recPair) Observe(ctx context.Context, sc capacity.Scope, o capacity.Observation) error {
+	return r.next().Observe(ctx, sc, o)
+}
+
+func (r *recPair) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) error {
+	return r.next().Block(ctx, sc, b)
+}
+
+func (r *recPair) Unblock(ctx context.Context, sc capacity.Scope, credential bool) error {
+	return r.next().Unblock(ctx, sc, credential)
+}
+
+func (r *recPair) Snapshot(ctx context.Context, sc capacity.Scope) (capacity.Snapshot, error) {
+	return r.next().Snapshot(ctx, sc)
+}
+
+func (r *recPair) Summary(ctx context.Context, sc capacity.Scope, call string) (capacity.Summary, error) {
+	return r.next().Summary(ctx, sc, call)
+}
+
+func (r *recPair) AddFailure(ctx context.Context, sc capacity.Scope, call string, ttl time.Duration) (int, error) {
+	return r.next().AddFailure(ctx, sc, call, ttl)
+}
+
+func (r *recPair) Released(sc capacity.Scope) (<-chan struct{}, func()) { return r.b.Released(sc) }
+
+func (r *recPair) TicketDue(sc capacity.Scope, call string) (<-chan struct{}, func()) {
+	return r.b.TicketDue(sc, call)
+}
+
+// TestRecordsReloadsInChunks has a second worker open a scope with more
+// records than one script reads: it reads them in chunks and holds the
+// same scope as the worker that wrote them.
+func TestRecordsReloadsInChunks(t *testing.T) {
+	t.Parallel()
+	testRecordsReload(t, testClient(t))
+}
+
+func testRecordsReload(t *testing.T, rdb redis.UniversalClient) {
+	prefix := testPrefix(t, rdb)
+	ctx := context.Background()
+	a, b := newRecordsStore(t, rdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "reload"}
+	lim := capacity.Limits{RequestsPerMinute: 60}
+	for i := range 3 * recReadAtOnce {
+		_, err := a.Reserve(ctx, capacity.Request{Scope: sc, Limits: lim, Call: fmt.Sprintf("c%d", i), Attempt: 1,
+			Charges: capacity.Charges{capacity.Requests: 1}, Book: true, TTL: time.Hour})
+		require.NoError(t, err)
+	}
+	n, err := rdb.HLen(ctx, a.rec.scope(sc).keys[0]).Result()
+	require.NoError(t, err)
+	require.Greater(t, n, int64(recReadAtOnce), "the scope holds more records than one script reads")
+
+	snapB, err := b.Snapshot(ctx, sc)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), b.Stats().Reloads)
+	snapA, err := a.Snapshot(ctx, sc)
+	require.NoError(t, err)
+	require.Len(t, snapB.Tickets, len(snapA.Tickets))
+	require.Greater(t, len(snapB.Tickets), 3*recReadAtOnce-10)
+	recA, recB := a.rec.scope(sc).copy.ScopeRecords(sc), b.rec.scope(sc).copy.ScopeRecords(sc)
+	require.Equal(t, recA.Fields, recB.Fields)
+}
+
+// TestRecordsWakeAnotherWorkersWaiters has a call wait in one worker for
+// the slot a call in another worker holds: the other's settle wakes it.
+func TestRecordsWakeAnotherWorkersWaiters(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	ctx := context.Background()
+	a, b := newRecordsStore(t, rdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "notice"}
+	req := capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}, Call: "c1", Attempt: 1,
+		Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}}
+	held, err := a.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.True(t, held.Granted)
+	req.Call = "c2"
+	res, err := b.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.False(t, res.Granted, "granted beside a held slot")
+	released, stop := b.Released(sc)
+	defer stop()
+	waitSubscribed(t, rdb, a.rec.scope(sc).keys[3])
+	require.NoError(t, a.Settle(ctx, held.Lease, held.Lease.Charges))
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken by the other worker's settle")
+	}
+	res, err = b.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+}
+
+// waitSubscribed waits until some client subscribes channel.
+func waitSubscribed(t *testing.T, rdb redis.UniversalClient, channel string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n, err := rdb.Do(context.Background(), "PUBSUB", "SHARDNUMSUB", channel).Slice()
+		return err == nil && len(n) == 2 && n[1] != int64(0)
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// TestRecordsKeysLiveAsLongAsTheScopeMatters settles a short call: the
+// scope's keys expire soon after its lease would have, not a day later.
+func TestRecordsKeysLiveAsLongAsTheScopeMatters(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	ctx := context.Background()
+	s := newRecordsStore(t, rdb, testPrefix(t, rdb), nil)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "ttl"}
+	res, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60_000}, Call: "c1", Attempt: 1,
+		Charges: capacity.Charges{capacity.Requests: 1}, TTL: time.Second})
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	require.NoError(t, s.Settle(ctx, res.Lease, res.Lease.Charges))
+	for _, key := range s.rec.scope(sc).keys[:2] {
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		require.Positive(t, ttl, key)
+		require.LessOrEqual(t, ttl, time.Second+recSlack, "%s: the lease would have expired within a second", key)
+	}
+}
+
+// TestRecordsReadsWriteNothing reads a scope (Snapshot, Summary) from a
+// second worker: its version does not move.
+func TestRecordsReadsWriteNothing(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	ctx := context.Background()
+	a, b := newRecordsStore(t, rdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "reads"}
+	res, err := a.Reserve(ctx, capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60}, Call: "c1", Attempt: 1,
+		Charges: capacity.Charges{capacity.Requests: 1}, TTL: time.Minute})
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	version := func() string { return rdb.HGet(ctx, a.rec.scope(sc).keys[0], "v").Val() }
+	before := version()
+	snap, err := b.Snapshot(ctx, sc)
+	require.NoError(t, err)
+	require.Len(t, snap.Leases, 1)
+	sum, err := b.Summary(ctx, sc, "")
+	require.NoError(t, err)
+	require.Equal(t, 1, sum.InFlight)
+	require.Equal(t, before, version(), "reads moved the version")
+	scopes, err := b.Scopes(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []capacity.Scope{sc}, scopes)
+}
+
+// TestRecordsFailClosed: with Redis unreachable every operation of the
+// records engine returns an error wrapping capacity.ErrStoreUnavailable.
+func TestRecordsFailClosed(t *testing.T) {
+	t.Parallel()
+	s, err := New(closedClient(t), Options{Engine: EngineRecords})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	l := capacity.Limits{RequestsPerMinute: 600}
+	res, err := s.Reserve(ctx, unavailableReq("a", l))
+	require.ErrorIs(t, err, capacity.ErrStoreUnavailable)
+	require.False(t, res.Granted)
+	// After the probe interval Redis is tried again, and the engine with
+	// it: every operation fails the same way.
+	s.downUntil.Store(0)
+	le := capacity.Lease{Scope: unavailableScope, ID: "a#1", Call: "a", Attempt: 1}
+	for name, op := range map[string]func() error{
+		"settle":  func() error { return s.Settle(ctx, le, le.Charges) },
+		"release": func() error { return s.Release(ctx, le) },
+		"observe": func() error { return s.Observe(ctx, unavailableScope, capacity.Observation{}) },
+		"block": func() error {
+			return s.Block(ctx, unavailableScope, capacity.Block{Reason: capacity.Cooldown, Until: time.Now().Add(time.Second)})
+		},
+		"unblock":  func() error { return s.Unblock(ctx, unavailableScope, false) },
+		"renew":    func() error { _, err := s.Renew(ctx, le, time.Minute); return err },
+		"snapshot": func() error { _, err := s.Snapshot(ctx, unavailableScope); return err },
+		"failure":  func() error { _, err := s.AddFailure(ctx, unavailableScope, "a", time.Minute); return err },
+	} {
+		s.downUntil.Store(0)
+		require.ErrorIs(t, op(), capacity.ErrStoreUnavailable, name)
+	}
+}
+
+// TestRecordsFallbackLocal: with Redis unreachable, a FallbackLocal store
+// on the records engine admits from its local budget.
+func TestRecordsFallbackLocal(t *testing.T) {
+	t.Parallel()
+	s, err := New(closedClient(t), Options{Engine: EngineRecords, OnUnavailable: FallbackLocal, FallbackFraction: 0.1})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	res, err := s.Reserve(ctx, unavailableReq("a", capacity.Limits{RequestsPerMinute: 600}))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	require.Equal(t, 1, s.Stats().FallbackLeases)
+	require.NoError(t, s.Settle(ctx, res.Lease, res.Lease.Charges))
+}
+
+// TestRecordsAbandonedGrantComesBack: a caller that gives up while its
+// reserve is decided does not keep what it was granted.
+func TestRecordsAbandonedGrantComesBack(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	s := newRecordsStore(t, rdb, testPrefix(t, rdb), nil)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "abandon"}
+	lim := capacity.Limits{RequestsPerMinute: 60_000, MaxInFlight: 1}
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go cancel() // races the decision: before it, during it or after it
+		res, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: lim, Call: fmt.Sprintf("c%d", i), Attempt: 1,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}})
+		if err == nil && res.Granted {
+			require.NoError(t, s.Settle(context.Background(), res.Lease, res.Lease.Charges))
+		}
+	}
+	require.Eventually(t, func() bool {
+		snap, err := s.Snapshot(context.Background(), sc)
+		return err == nil && len(snap.Leases) == 0
+	}, 10*time.Second, 10*time.Millisecond, "an abandoned grant holds the slot")
+}
+
+// TestRecordsStateLost: records lost while they mattered are counted as a
+// reset, and the scope starts again.
+func TestRecordsStateLost(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	s := newRecordsStore(t, rdb, prefix, nil)
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "lost"}
+	req := capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60, MaxInFlight: 1}, Call: "c1", Attempt: 1,
+		Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
+	res, err := s.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	keys := s.rec.scope(sc).keys
+	require.NoError(t, rdb.Del(ctx, keys[0], keys[1]).Err())
+	s.rec.scope(sc).touched = time.Time{} // read first, as after 20 ms
+	req.Call = "c2"
+	res, err = s.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.True(t, res.Granted, "the scope starts again")
+	require.Equal(t, int64(1), s.Stats().Resets)
+}

@@ -1,0 +1,134 @@
+package redisstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// recMissed is the exchange's reply to a copy that missed writes
+// (lua/exchange.lua).
+type recMissed struct {
+	time, version, last, credVersion int64 // Redis TIME and the last write's time in unix ns
+	mode, blob                       string
+	cred                             []byte // the credential's block; nil: none
+	body, asked                      []string
+}
+
+// recMissedHead is the number of values before the body of a missed reply.
+const recMissedHead = 10
+
+// parseMissed reads a missed reply; one of another shape fails with
+// ErrBadReply.
+func parseMissed(raw []string) (recMissed, error) {
+	bad := func(what string) (recMissed, error) {
+		return recMissed{}, fmt.Errorf("%w: exchange: %s", ErrBadReply, what)
+	}
+	if len(raw) < recMissedHead || raw[0] != "missed" {
+		return bad(fmt.Sprintf("a reply of %d values", len(raw)))
+	}
+	var nums [6]int64
+	for i, at := range []int{1, 2, 3, 4, 7, 9} {
+		n, err := strconv.ParseInt(raw[at], 10, 64)
+		if err != nil {
+			return bad(fmt.Sprintf("value %d is %q", at, raw[at]))
+		}
+		nums[i] = n
+	}
+	m := recMissed{time: nums[0]*1e9 + nums[1]*1e3, version: nums[2], last: nums[3], credVersion: nums[4],
+		mode: raw[5], blob: raw[6]}
+	if raw[8] != "" {
+		m.cred = []byte(raw[8])
+	}
+	n := nums[5]
+	if n < 0 || n > int64(len(raw)-recMissedHead) {
+		return bad(fmt.Sprintf("a body of %d values in a reply of %d", n, len(raw)))
+	}
+	switch m.mode {
+	case "same", "log", "all", "far":
+	default:
+		return bad(fmt.Sprintf("mode %q", m.mode))
+	}
+	m.body, m.asked = raw[recMissedHead:recMissedHead+n], raw[recMissedHead+n:]
+	return m, nil
+}
+
+// recEntry encodes a write's records for the scope's log: names and
+// values, each after its length (a deletion's value is empty), but the
+// credential's block, which is kept apart.
+func recEntry(fields map[string][]byte) string {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		if n != capacity.CredentialRecord {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var b []byte
+	for _, n := range names {
+		b = binary.AppendUvarint(b, uint64(len(n)))
+		b = append(b, n...)
+		b = binary.AppendUvarint(b, uint64(len(fields[n])))
+		b = append(b, fields[n]...)
+	}
+	return string(b)
+}
+
+// recParseEntry adds the records of log entry e to fields, later entries
+// overwriting earlier ones; a deletion is a nil value.
+func recParseEntry(e string, fields map[string][]byte) error {
+	b := []byte(e)
+	for len(b) > 0 {
+		var parts [2][]byte
+		for i := range parts {
+			l, n := binary.Uvarint(b)
+			if n <= 0 || uint64(len(b)-n) < l {
+				return fmt.Errorf("%w: exchange: a log entry cut short", ErrBadReply)
+			}
+			parts[i], b = b[n:n+int(l)], b[n+int(l):]
+		}
+		if len(parts[1]) == 0 {
+			fields[string(parts[0])] = nil
+		} else {
+			fields[string(parts[0])] = parts[1]
+		}
+	}
+	return nil
+}
+
+// recNotices returns what a write at now announces on the scope's
+// channel, in the messages notify.go reads: release (the instance id) if
+// it ended a lease or a ticket while a denied call may come back on it,
+// due if it brought tickets forward (their calls); "" for none.
+func recNotices(ch capacity.Records, now time.Time, instance string) (release, due string) {
+	if !ch.WaitersUntil.Before(now) {
+		for name, v := range ch.Fields {
+			if v == nil && (name[0] == 'l' || name[0] == 't') {
+				release = instance
+				break
+			}
+		}
+	}
+	if len(ch.Announced) > 0 {
+		due = duePrefix + strings.Join(ch.Announced, " ")
+	}
+	return release, due
+}
+
+// recCredArg is the exchange's argument for the credential's block among
+// changed records: "" unchanged, "-" deleted, else "+" and the block.
+func recCredArg(fields map[string][]byte) string {
+	v, ok := fields[capacity.CredentialRecord]
+	switch {
+	case !ok:
+		return ""
+	case v == nil:
+		return "-"
+	}
+	return "+" + string(v)
+}
