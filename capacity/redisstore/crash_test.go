@@ -52,12 +52,20 @@ func TestCrashReclaimsLeases(t *testing.T) {
 		crashWaiter(t)
 		return
 	}
+	t.Parallel()
+	for _, engine := range []string{"scripts", "records"} {
+		t.Run(engine, func(t *testing.T) { testCrashReclaimsLeases(t, engine) })
+	}
+}
+
+// testCrashReclaimsLeases is TestCrashReclaimsLeases on engine.
+func testCrashReclaimsLeases(t *testing.T, engine string) {
 	t.Parallel() // its own prefix; asserted on Redis time, as orders
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
-	holder := child(t, "^TestCrashReclaimsLeases$", map[string]string{envRole: "crash-holder", envPrefix: prefix, envLog: ready})
+	holder := child(t, "^TestCrashReclaimsLeases$", map[string]string{envRole: "crash-holder", envPrefix: prefix, envLog: ready, envEngine: engine})
 	require.NoError(t, holder.Start())
 	defer func() { _ = holder.Process.Kill() }()
 	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, 20*time.Second, 10*time.Millisecond,
@@ -67,7 +75,7 @@ func TestCrashReclaimsLeases(t *testing.T) {
 	for p := range crashWaiters {
 		log := filepath.Join(dir, fmt.Sprintf("waiter-%d.log", p))
 		waiters = append(waiters, log)
-		cmd := child(t, "^TestCrashReclaimsLeases$", map[string]string{envRole: "crash-waiter", envPrefix: prefix, envProc: strconv.Itoa(p), envLog: log})
+		cmd := child(t, "^TestCrashReclaimsLeases$", map[string]string{envRole: "crash-waiter", envPrefix: prefix, envProc: strconv.Itoa(p), envLog: log, envEngine: engine})
 		require.NoError(t, cmd.Start())
 		defer func() {
 			if err := cmd.Wait(); err != nil {
@@ -75,7 +83,11 @@ func TestCrashReclaimsLeases(t *testing.T) {
 			}
 		}()
 	}
-	s, err := New(rdb, Options{Prefix: prefix})
+	o := Options{Prefix: prefix}
+	if engine == "records" {
+		o.Engine = EngineRecords
+	}
+	s, err := New(rdb, o)
 	require.NoError(t, err)
 	defer s.Close()
 	time.Sleep(time.Second) // the waiters are denied and park
@@ -141,7 +153,7 @@ func TestCrashReclaimsLeases(t *testing.T) {
 // crashHolder takes every slot, says so, and heartbeats until killed.
 func crashHolder(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
-	s, err := New(rdb, Options{Prefix: os.Getenv(envPrefix)})
+	s, err := New(rdb, childOptions())
 	require.NoError(t, err)
 	ctx := context.Background()
 	leases := make([]capacity.Lease, crashLeases)
@@ -166,7 +178,7 @@ func crashHolder(t *testing.T) {
 func crashWaiter(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	defer rdb.Close()
-	s, err := New(rdb, Options{Prefix: os.Getenv(envPrefix)})
+	s, err := New(rdb, childOptions())
 	require.NoError(t, err)
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

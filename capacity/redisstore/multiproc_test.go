@@ -32,7 +32,18 @@ const (
 	envLog     = "TOLLGATE_MP_LOG"
 	envCluster = "TOLLGATE_MP_CLUSTER" // Cluster node addresses, comma-separated; unset: the test Redis
 	envScopes  = "TOLLGATE_MP_SCOPES"  // the scopes' credentials, comma-separated
+	envEngine  = "TOLLGATE_MP_ENGINE"  // "records" for EngineRecords; unset: the default
 )
+
+// childOptions returns the Options of a child process: its prefix, and its
+// engine.
+func childOptions() Options {
+	o := Options{Prefix: os.Getenv(envPrefix)}
+	if os.Getenv(envEngine) == "records" {
+		o.Engine = EngineRecords
+	}
+	return o
+}
 
 const (
 	mpProcs      = 4
@@ -74,6 +85,20 @@ func TestMultiProcess(t *testing.T) {
 	t.Parallel() // its own prefix; what it asserts is counted on Redis time
 	rdb := testClient(t)
 	runMultiProcess(t, "^TestMultiProcess$", rdb, testPrefix(t, rdb), []string{"multiproc"}, nil)
+}
+
+// TestMultiProcessRecords is TestMultiProcess on the records engine.
+func TestMultiProcessRecords(t *testing.T) {
+	if os.Getenv(envRole) == "worker" {
+		mpWorker(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("10 s run")
+	}
+	t.Parallel()
+	rdb := testClient(t)
+	runMultiProcess(t, "^TestMultiProcessRecords$", rdb, testPrefix(t, rdb), []string{"multiproc"}, map[string]string{envEngine: "records"})
 }
 
 // runMultiProcess starts mpProcs worker processes (this test binary, running
@@ -178,7 +203,7 @@ func mpClient() redis.UniversalClient {
 func mpWorker(t *testing.T) {
 	rdb := mpClient()
 	defer rdb.Close()
-	s, err := New(rdb, Options{Prefix: os.Getenv(envPrefix)})
+	s, err := New(rdb, childOptions())
 	require.NoError(t, err)
 	defer s.Close()
 	credentials := strings.Split(os.Getenv(envScopes), ",")

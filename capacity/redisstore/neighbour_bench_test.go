@@ -41,15 +41,15 @@ func benchmarkNeighbour(b *testing.B, burst time.Duration) {
 	run.burst = burst
 	rdb := redis.NewClient(&redis.Options{Addr: run.addr})
 	b.Cleanup(func() { _ = rdb.Close() })
-	lua, err := redisstore.New(rdb, redisstore.Options{Prefix: run.prefix})
+	opts := redisstore.Options{Prefix: run.prefix}
+	if os.Getenv(scaleEnvStore) == "records" { // the neighbour on the same engine as the hot scope
+		opts.Engine = redisstore.EngineRecords
+	}
+	s, err := redisstore.New(rdb, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = lua.Close() })
-	var s capacity.Store = lua
-	if os.Getenv(scaleEnvStore) == "records" { // the neighbour on the same store as the hot scope
-		s = newRecProto(rdb, run.prefix)
-	}
+	b.Cleanup(func() { _ = s.Close() })
 	scope := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o-mini", Credential: "neighbour"}
 	limits := capacity.Limits{RequestsPerMinute: 60000}
 	var lat []int64

@@ -43,8 +43,7 @@ const (
 	scaleEnvReportHold = "TOLLGATE_SCALE_REPORT_HOLD"
 	// scaleEnvStore, set to "cas", runs the scopes on the compare-and-set
 	// prototype (casproto_test.go) instead of the Redis store; set to
-	// "records", on the prototype of shape (b) with every rule
-	// (recproto_test.go).
+	// "records", on the Redis store with Options.Engine EngineRecords.
 	scaleEnvStore = "TOLLGATE_SCALE_STORE"
 	// scaleEnvCPUProfile, set to a path, has the first process write its
 	// CPU profile there.
@@ -127,9 +126,8 @@ type scaleReport struct {
 	CPUNS int64
 	// Grants are the local times (unix nanoseconds) of the grants.
 	Grants []int64
-	// CASCommits and CASConflicts count the prototype's write scripts that
-	// applied and that found another version (TOLLGATE_SCALE_STORE=cas or
-	// records).
+	// CASCommits and CASConflicts count the write scripts that applied and
+	// that found another version (TOLLGATE_SCALE_STORE=cas or records).
 	CASCommits, CASConflicts int64
 	// Admitted and Denied count grants and denials (ManyScopes).
 	Admitted, Denied int64
@@ -294,7 +292,11 @@ func TestScaleChild(t *testing.T) {
 	defer rdb.Close()
 	hook := &scaleHook{}
 	rdb.AddHook(hook)
-	s, err := redisstore.New(rdb, redisstore.Options{Prefix: os.Getenv(scaleEnvPrefix)})
+	opts := redisstore.Options{Prefix: os.Getenv(scaleEnvPrefix)}
+	if os.Getenv(scaleEnvStore) == "records" {
+		opts.Engine = redisstore.EngineRecords
+	}
+	s, err := redisstore.New(rdb, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,14 +313,9 @@ func TestScaleChild(t *testing.T) {
 	}
 	var st scaleStore = s
 	var cas *casProto
-	var rec *recProto
-	switch os.Getenv(scaleEnvStore) {
-	case "cas":
+	if os.Getenv(scaleEnvStore) == "cas" {
 		cas = newCASProto(rdb, os.Getenv(scaleEnvPrefix))
 		st = cas
-	case "records":
-		rec = newRecProto(rdb, os.Getenv(scaleEnvPrefix))
-		st = rec
 	}
 	var work func(ctx context.Context, c *scaleCaller, i int)
 	switch role {
@@ -388,8 +385,8 @@ func TestScaleChild(t *testing.T) {
 	if cas != nil {
 		rep.CASCommits, rep.CASConflicts = cas.Commits.Load(), cas.Conflicts.Load()
 	}
-	if rec != nil {
-		rep.CASCommits, rep.CASConflicts = rec.Commits.Load(), rec.Conflicts.Load()
+	if os.Getenv(scaleEnvStore) == "records" {
+		rep.CASCommits, rep.CASConflicts = s.Stats().Writes, s.Stats().Conflicts
 	}
 	for _, c := range cs {
 		r := c.rep

@@ -75,20 +75,20 @@ local fields = {'b', 't'}
 for i = FIRST_RECORD, #ARGV, 2 do fields[#fields + 1] = ARGV[i] end
 local got = redis.call('HMGET', KEYS[1], unpack(fields))
 local mode, body = 'same', {}
-if have == v then
-  mode = 'same'
-elseif have >= 0 and have < v and v - have <= redis.call('LLEN', KEYS[2]) then
-  mode, body = 'log', redis.call('LRANGE', KEYS[2], have - v, -1)
-elseif redis.call('HLEN', KEYS[1]) > readAtOnce then
-  mode = 'far'
-else
-  mode = 'all'
-  local all = redis.call('HGETALL', KEYS[1])
-  for i = 1, #all, 2 do
-    local name = all[i]
-    if name ~= 'v' and name ~= 'b' and name ~= 't' then
-      body[#body + 1] = name
-      body[#body + 1] = all[i + 1]
+if have ~= v then
+  if have >= 0 and have < v and v - have <= redis.call('LLEN', KEYS[2]) then
+    mode, body = 'log', redis.call('LRANGE', KEYS[2], have - v, -1)
+  elseif redis.call('HLEN', KEYS[1]) > readAtOnce then
+    mode = 'far'
+  else
+    mode = 'all'
+    local all = redis.call('HGETALL', KEYS[1])
+    for i = 1, #all, 2 do
+      local name = all[i]
+      if name ~= 'v' and name ~= 'b' and name ~= 't' then
+        body[#body + 1] = name
+        body[#body + 1] = all[i + 1]
+      end
     end
   end
 end
