@@ -43,7 +43,7 @@ func TestLuaLint(t *testing.T) {
 	var findings []string
 	dir := t.TempDir()
 	sources := scriptSources()
-	sources["library"] = librarySources() // as FUNCTION LOAD reads it, after its header
+	sources["library"] = librarySources()          // as FUNCTION LOAD reads it, after its header
 	sources["exchange"] = []string{"exchange.lua"} // the records engine's
 	for name, files := range sources {
 		var src strings.Builder
