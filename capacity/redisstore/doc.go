@@ -44,6 +44,40 @@
 // function library is every file (scripts.go).
 // docs/decisions/0001-scheduling-core.md says why.
 //
+// # The records engine
+//
+// Options.Engine EngineRecords decides every operation in the worker
+// instead, with capacity.MemoryStore's rules, on a copy of the scope that
+// the Store keeps (decision 0008): the rules are then written once, in Go.
+// Redis holds each scope's records (its leases, tickets, flows, failures and
+// the rest, each a hash field, and a blob of what the scope holds by value)
+// and a log of its last 16 writes. One script of 66 lines of Lua,
+// lua/exchange.lua, writes the records a batch of the worker's operations
+// changed if the scope is still at the version the copy holds, or returns
+// what the copy missed; the copy applies it and decides the batch again. So
+// a batch costs Redis one script call on a current copy and two when another
+// worker wrote first, and no script walks a queue: the work in Redis grows
+// with what the batch changed, not with the calls waiting, the tickets booked
+// or the leases ended lately. A copy further behind than the log reads every
+// record, 256 at a time (HSCAN) for a large scope.
+//
+// Its semantics are the memory store's, in the time each worker estimates
+// Redis's to be: the last TIME it read plus the time elapsed since, never
+// before the scope's last write. The contract suite passes on it on one
+// store, on two stores of one prefix taking turns, on a Cluster and as the
+// user below. Its keys ({P:C}:rec:K, :reclog:K, :reccred) are apart from
+// the scripts', on the same hash tag and channel: workers of the two engines
+// on one Prefix keep two budgets, so switch every worker of a Prefix at
+// once, or give the records engine a Prefix of its own. Learned call sizes,
+// the cost ledger, the fallback budget, FailClosed, waiting and Stats are
+// the same on both. A scope whose records are found gone before they
+// stopped mattering starts afresh, and Stats counts it as a reset, as a lost
+// epoch is with the scripts. Its least ACL:
+//
+//	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
+//	  +evalsha +eval +ssubscribe +sunsubscribe +ping +hello +hscan +time +hget +hmget +hset
+//	  +hdel +hlen +hgetall +rpush +lrange +ltrim +llen +pexpire +spublish
+//
 // # Upgrades
 //
 // A scope's state is one msgpack map of named fields (format 4, since

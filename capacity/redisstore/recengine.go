@@ -39,9 +39,16 @@ const (
 	recCredSufix = ":reccred"
 )
 
-// recLogLength is how many writes a scope's log keeps: a copy at most that
-// many writes behind reads only what it missed.
-const recLogLength = 16
+// recLogLength is how many writes a scope's log keeps at least, and
+// recRecordsPerWrite how many of its records it keeps one more write for: a
+// copy at most that many writes behind reads only what it missed, and a
+// large scope (the hot one's thousands of tickets) keeps a longer log, so
+// that a copy idle for a moment need not read every record while others
+// write.
+const (
+	recLogLength       = 16
+	recRecordsPerWrite = 16
+)
 
 // recBatchMax is the most operations one batch decides: with 10,000
 // callers over 8 processes, batches of 64 queued behind one another
@@ -181,8 +188,16 @@ func (e *recEngine) do(ctx context.Context, name string, sc capacity.Scope, run 
 		}
 		<-op.done
 	}
-	if op.failed != nil {
-		return e.s.failed(ctx, name, op.failed)
+	switch err := op.failed; {
+	case err == nil:
+	case errors.Is(err, ErrConflicts):
+		// Contention, not an outage: this operation fails, the store
+		// goes on using Redis.
+		return fmt.Errorf("redisstore: %s: %w: %w", name, capacity.ErrStoreUnavailable, err)
+	case errors.Is(err, ErrBadReply) || errors.Is(err, capacity.ErrBadRecord):
+		return fmt.Errorf("redisstore: %s: %w", name, err)
+	default:
+		return e.s.failed(ctx, name, err)
 	}
 	e.s.up()
 	return op.err
@@ -278,12 +293,12 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 // readArgs returns the exchange's first arguments: the versions s holds,
 // what (a read, a reload or a write's time) and the engine's constants.
 func (e *recEngine) readArgs(s *recScope, what string) []any {
-	return []any{s.version, s.credVersion, what, recLogLength, recReadAtOnce, recCredTTL.Milliseconds()}
+	return []any{s.version, s.credVersion, what, recLogLength, recReadAtOnce, recRecordsPerWrite, recCredTTL.Milliseconds()}
 }
 
 // recFirstRecord is the index of the first record name in the exchange's
-// arguments (lua/exchange.lua: ARGV[13], 1-based).
-const recFirstRecord = 12
+// arguments (lua/exchange.lua: ARGV[14], 1-based).
+const recFirstRecord = 13
 
 // now is s's estimate of Redis's time (unix ns): the last TIME read plus
 // the time elapsed since, never before the scope's last write.

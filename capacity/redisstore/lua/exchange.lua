@@ -12,13 +12,16 @@
 -- ARGV: 1 the version of the scope the copy holds (-1: none), 2 the
 -- version of the credential's block it holds, 3 'read', 'reload' (a read
 -- that always returns the blob) or, to write, the decision's time (unix ns),
--- 4 how many writes the log keeps, 5 the most records one script reads,
--- 6 how long the credential's block lives after its last write (ms); to
--- write, then: 7 the blob, 8 the log entry, 9 how long the scope's keys live
--- (ms), 10 the release to announce on the scope's channel and 11 the
--- tickets come due to announce on it ('' for none: notify.go reads them),
--- 12 the credential's block ('' unchanged, '-' deleted, else '+' and the
--- block), 13 on: names and values of the changed records ('' deletes).
+-- 4 how many writes the log keeps at least, 5 the most records one script
+-- reads, 6 how many records a scope holds for each write its log keeps (a
+-- scope of n records keeps the last max(ARGV[4], n / ARGV[6]) writes, so
+-- that a copy of a large scope seldom reads it whole), 7 how long the
+-- credential's block lives after its last write (ms); to write, then: 8 the blob, 9 the log entry,
+-- 10 how long the scope's keys live (ms), 11 the release to announce on the
+-- scope's channel and 12 the tickets come due to announce on it ('' for
+-- none: notify.go reads them), 13 the credential's block ('' unchanged, '-'
+-- deleted, else '+' and the block), 14 on: names and values of the changed
+-- records ('' deletes).
 --
 -- Reply to a write that applied: {'ok', the scope's version, the block's}.
 -- Else: {'missed', TIME s, TIME µs, the scope's version, its last write's
@@ -31,15 +34,16 @@
 -- records than one script reads: the engine reads them with HSCAN).
 
 local have, credHave, what = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local logLength, readAtOnce, credTTL = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-local FIRST_RECORD = 13
+local logLength, readAtOnce, recordsPerWrite = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local credTTL = ARGV[7]
+local FIRST_RECORD = 14
 
 local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 local cv = tonumber(redis.call('HGET', KEYS[3], 'v') or '0')
 local write = what ~= 'read' and what ~= 'reload'
 
 if write and have == v and credHave == cv then
-  local set, del = {'v', v + 1, 'b', ARGV[7], 't', what}, {}
+  local set, del = {'v', v + 1, 'b', ARGV[8], 't', what}, {}
   for i = FIRST_RECORD, #ARGV, 2 do
     if ARGV[i + 1] == '' then
       del[#del + 1] = ARGV[i]
@@ -50,11 +54,12 @@ if write and have == v and credHave == cv then
   end
   redis.call('HSET', KEYS[1], unpack(set))
   if #del > 0 then redis.call('HDEL', KEYS[1], unpack(del)) end
-  redis.call('RPUSH', KEYS[2], ARGV[8])
-  redis.call('LTRIM', KEYS[2], -logLength, -1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[9])
-  redis.call('PEXPIRE', KEYS[2], ARGV[9])
-  local cred = ARGV[12]
+  redis.call('RPUSH', KEYS[2], ARGV[9])
+  local keep = math.max(logLength, math.floor(redis.call('HLEN', KEYS[1]) / recordsPerWrite))
+  redis.call('LTRIM', KEYS[2], -keep, -1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[10])
+  redis.call('PEXPIRE', KEYS[2], ARGV[10])
+  local cred = ARGV[13]
   if cred ~= '' then
     cv = cv + 1
     redis.call('HSET', KEYS[3], 'v', cv)
@@ -65,8 +70,8 @@ if write and have == v and credHave == cv then
     end
     redis.call('PEXPIRE', KEYS[3], credTTL)
   end
-  if ARGV[10] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[10]) end
   if ARGV[11] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[11]) end
+  if ARGV[12] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[12]) end
   return {'ok', tostring(v + 1), tostring(cv)}
 end
 
