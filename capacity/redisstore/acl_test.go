@@ -21,7 +21,7 @@ import (
 // aclFunctions lets it load and call the scripts' function library.
 const (
 	aclRules = "on >s3cret resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all " +
-		"+evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del " +
+		"+evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del +exists " +
 		"+time +get +mget +set +hget +hmget +hset +hdel +hgetall +hincrby +hincrbyfloat +pexpire " +
 		"+zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +zcount +spublish +rpush +lrange +ltrim"
 	aclFunctions = "+fcall +fcall_ro +function|load"

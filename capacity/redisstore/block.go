@@ -29,9 +29,29 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 	if err := s.down("block"); err != nil {
 		return s.orFallback(err)
 	}
-	if s.rec != nil {
-		return s.orFallback(s.rec.block(ctx, sc, b, s.localNow()))
+	if b.Credential {
+		// Every scope of the credential, on either engine, reads it: it is
+		// written where each engine keeps it.
+		lasts := b.Until.Sub(s.localNow())
+		err := s.blockScripts(ctx, sc, b)
+		if err == nil {
+			err = s.rec.credential(ctx, "block", sc, func(m *capacity.MemoryStore, now time.Time) error {
+				b := b
+				b.Until = now.Add(lasts)
+				return m.Block(ctx, sc, b)
+			})
+		}
+		return s.orFallback(err)
 	}
+	return s.orFallback(s.route(sc, func() error {
+		return s.rec.block(ctx, sc, b, s.localNow())
+	}, func() error {
+		return s.blockScripts(ctx, sc, b)
+	}))
+}
+
+// blockScripts blocks sc, or its credential, with the scripts.
+func (s *Store) blockScripts(ctx context.Context, sc capacity.Scope, b capacity.Block) error {
 	k := s.keysFor(sc)
 	// The block lasts from now on this worker's clock; the script adds that
 	// to Redis time, so a worker whose clock is off still blocks for as long
@@ -42,7 +62,7 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 	if b.Credential {
 		args := []any{s.nowArg(), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing)}
 		if err := s.call(ctx, s.scripts.blockCred, k.keys[keyCredBlock:keyCredBlock+1], args, false).Err(); err != nil {
-			return s.orFallback(s.failed(ctx, "block", err))
+			return s.failed(ctx, "block", err)
 		}
 		s.up()
 		return nil
@@ -50,7 +70,7 @@ func (s *Store) Block(ctx context.Context, sc capacity.Scope, b capacity.Block) 
 	b1, b2 := s.knownBounds(k)
 	args := append(s.commonArgs(k, b1, b2, 5), int(b.Reason), lasts, detail, b.HalfOpen.Microseconds(), boolArg(b.Probing))
 	_, _, err := s.run(ctx, "block", s.scripts.block, k, args)
-	return s.orFallback(err)
+	return err
 }
 
 // blockDuration is how long (whole microseconds, rounded up) a block until
@@ -77,20 +97,36 @@ func (s *Store) Unblock(ctx context.Context, sc capacity.Scope, credential bool)
 	if err := s.down("unblock"); err != nil {
 		return s.orFallback(err)
 	}
-	if s.rec != nil {
-		return s.orFallback(s.rec.unblock(ctx, sc, credential))
+	if credential {
+		err := s.unblockScripts(ctx, sc, true)
+		if err == nil {
+			err = s.rec.credential(ctx, "unblock", sc, func(m *capacity.MemoryStore, _ time.Time) error {
+				return m.Unblock(ctx, sc, true)
+			})
+		}
+		return s.orFallback(err)
 	}
+	return s.orFallback(s.route(sc, func() error {
+		return s.rec.unblock(ctx, sc, false)
+	}, func() error {
+		return s.unblockScripts(ctx, sc, false)
+	}))
+}
+
+// unblockScripts lifts the block of sc, or of its credential, with the
+// scripts.
+func (s *Store) unblockScripts(ctx context.Context, sc capacity.Scope, credential bool) error {
 	k := s.keysFor(sc)
 	if credential {
 		if err := s.rdb.Del(ctx, k.keys[keyCredBlock]).Err(); err != nil {
-			return s.orFallback(s.failed(ctx, "unblock", err))
+			return s.failed(ctx, "unblock", err)
 		}
 		s.up()
 		s.notify.wakeCredential(k.credKey)
 		return nil
 	}
 	if _, _, err := s.run(ctx, "unblock", s.scripts.unblock, k, s.commonArgs(k, "", "", 0)); err != nil {
-		return s.orFallback(err)
+		return err
 	}
 	s.notify.wake(k.scopeKey, 1)
 	return nil

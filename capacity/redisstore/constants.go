@@ -43,7 +43,7 @@ const textStateWindow = 24 * time.Hour
 // scriptVersion names this version of the scripts; each saved state records
 // the version that wrote it (the written_by field), so an operator sees a
 // rolling deploy with HGET. Change it with every change to the scripts.
-const scriptVersion = "6.3"
+const scriptVersion = "6.4"
 
 // Operation codes of a batch (lua/ops.lua): each operation is its code, its
 // call, then a fixed number of fields.
@@ -175,7 +175,7 @@ func luaConstants() []luaConstant {
 			"TICKETS": keyTickets + 1, "TICKET_EXPIRIES": keyTicketExp + 1, "TICKET_TIMES": keyTicketAt + 1,
 			"FLOWS": keyFlows + 1, "KEY_CAPS": keyKeyCaps + 1, "RECENT": keyRecent + 1, "LEASE_MARKS": keyLeaseMarks + 1,
 			"LEASE_EXPIRIES": keyLeaseExpiries + 1, "LAPSED": keyLapsed + 1, "TEXT_UNTIL": keyTextUntil + 1,
-			"RECENT_HELD": keyRecentHeld + 1, "LIVE_SUMS": keyLiveSums + 1, "LAPSING": keyLapsing + 1,
+			"RECENT_HELD": keyRecentHeld + 1, "LIVE_SUMS": keyLiveSums + 1, "LAPSING": keyLapsing + 1, "RECORDS": keyRecords + 1,
 			"ORDER": keyOrder + 1, // rank r's tickets in their order: KEYS[K.ORDER + r]
 		}, "each KEYS index of a scope script, by name (keys.go)"},
 		{"LEASE_FIELDS", leaseFields, "a stored lease (constants.go: leaseFields)"},

@@ -65,18 +65,32 @@
 // Redis's to be: the last TIME it read plus the time elapsed since, never
 // before the scope's last write. The contract suite passes on it on one
 // store, on two stores of one prefix taking turns, on a Cluster and as the
-// user below. Its keys ({P:C}:rec:K, :reclog:K, :reccred) are apart from
-// the scripts', on the same hash tag and channel: workers of the two engines
-// on one Prefix keep two budgets, so switch every worker of a Prefix at
-// once, or give the records engine a Prefix of its own. Learned call sizes,
+// user below. Its keys ({P:C}:rec:K, :reclog:K, :reccred) are beside the
+// scripts', on the same hash tag and channel.
+//
+// A scope has one state, the scripts' or the engine's: Options.Engine says
+// which a scope that has neither starts with, and a scope keeps the one it
+// has until that state stops mattering and expires. Each side refuses, in
+// the scope's slot, a scope the other holds (the exchange replies that the
+// scripts hold it; a script fails with TGRECORDS rather than give a state to
+// a scope that has records), and the Store runs the operation with the
+// other. So workers of this version share one budget per scope whatever
+// their Engine, and a Prefix moves to the records engine with a rolling
+// deploy: first this version everywhere, then Engine set. Scripts of 6.3 and
+// earlier do not refuse: a scope the engine holds gets a second budget from
+// such a worker, so do not set Engine while one runs. A busy scope moves
+// when it first rests: when its state of the scripts expires (Keys and
+// their lifetime, below). A credential-wide block is written where both engines
+// read it; while a credential's scopes are on both, a half-open one lets one
+// probe through on each. Learned call sizes,
 // the cost ledger, the fallback budget, FailClosed, waiting and Stats are
 // the same on both. A scope whose records are found gone before they
 // stopped mattering starts afresh, and Stats counts it as a reset, as a lost
 // epoch is with the scripts. Its least ACL:
 //
 //	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
-//	  +evalsha +eval +ssubscribe +sunsubscribe +ping +hello +hscan +time +hget +hmget +hset
-//	  +hdel +hlen +hgetall +rpush +lrange +ltrim +llen +pexpire +spublish
+//	  +evalsha +eval +ssubscribe +sunsubscribe +ping +hello +hscan +exists +get +set +del +time
+//	  +hget +hmget +hset +hdel +hlen +hgetall +rpush +lrange +ltrim +llen +pexpire +spublish
 //
 // # Upgrades
 //
@@ -177,7 +191,7 @@
 // The least a store's user needs, for the default prefix:
 //
 //	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
-//	  +evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del
+//	  +evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del +exists
 //	  +time +get +mget +set +hget +hmget +hset +hdel +hgetall +hincrby +hincrbyfloat +pexpire
 //	  +zadd +zrem +zscore +zremrangebyscore +zrange +zrevrange +zrangebyscore +zcard +zcount +spublish +rpush +lrange +ltrim
 //

@@ -35,11 +35,22 @@ func (s *Store) AddFailure(ctx context.Context, sc capacity.Scope, call string, 
 
 // addFailure counts the failure in Redis.
 func (s *Store) addFailure(ctx context.Context, sc capacity.Scope, call string, ttl time.Duration) (int, error) {
-	if s.rec != nil {
-		return s.rec.addFailure(ctx, sc, call, ttl)
-	}
+	var n int
+	err := s.route(sc, func() (err error) {
+		n, err = s.rec.addFailure(ctx, sc, call, ttl)
+		return err
+	}, func() (err error) {
+		n, err = s.addFailureScripts(ctx, sc, call, ttl)
+		return err
+	})
+	return n, err
+}
+
+// addFailureScripts counts the failure with the scripts' failure script: a
+// key of the call's, beside the scope's state.
+func (s *Store) addFailureScripts(ctx context.Context, sc capacity.Scope, call string, ttl time.Duration) (int, error) {
 	k := s.keysFor(sc)
-	v, err := s.call(ctx, s.scripts.failure, []string{k.failure + call}, []any{s.nowArg(), ttl.Microseconds()}, false).Result()
+	v, err := s.call(ctx, s.scripts.failure, []string{k.failure + call, k.keys[keyRecords]}, []any{s.nowArg(), ttl.Microseconds()}, false).Result()
 	if err != nil {
 		return 0, s.failed(ctx, "addfailure", err)
 	}

@@ -33,6 +33,8 @@ import (
 //	{P:C}:lapsed:K            leases expired or superseded lately, by when they are forgotten (sorted set)
 //	{P:C}:livesums:K          what the live leases hold per bucket, summed by grant number in a tree of radix 16, packed
 //	                          (msgpack; lua/state.lua, index.liveBefore); TTL: the leases'
+//	{P:C}:rec:K               the scope's records, if the records engine holds it (recengine.go): a script
+//	                          that finds them fails (TGRECORDS) rather than give the scope a state
 //	{P:C}:lapsing:K           while tickets that lapsed together are reclaimed over several scripts
 //	                          (tuning.MaxReclaim), the flows' finishes still to follow: flow and finish -> start
 //	                          (lua/rules.lua, fair.unplaceAll); deleted when the last is reclaimed; TTL: the state's
@@ -67,6 +69,7 @@ const (
 	keyRecentHeld    = keyTextUntil + 1     // added in scripts 6.1
 	keyLiveSums      = keyRecentHeld + 1    // added in scripts 6.2
 	keyLapsing       = keyLiveSums + 1      // added in scripts 6.3
+	keyRecords       = keyLapsing + 1       // added in scripts 6.4: the records engine's, never written by a script
 )
 
 // stateInfix comes between the hash tag and the scope key in the name of a
@@ -87,6 +90,9 @@ type scopeKeys struct {
 	failure  string // prefix of failure keys; the call follows
 	batch    batcher
 	day      atomic.Pointer[dayBounds] // the last day boundaries computed
+	// onRecords is set while this Store last found the scope held by the
+	// records engine (recroute.go).
+	onRecords atomic.Bool
 }
 
 func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
@@ -116,7 +122,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 		sk.keys = append(sk.keys, tag+":order:"+strconv.Itoa(r)+":"+k)
 	}
 	sk.keys = append(sk.keys, tag+":leasemarks:"+k, tag+":lease_expiries:"+k, tag+":lapsed:"+k, tag+textUntilSuffix,
-		tag+":recentheld:"+k, tag+":livesums:"+k, tag+":lapsing:"+k)
+		tag+":recentheld:"+k, tag+":livesums:"+k, tag+":lapsing:"+k, tag+recInfix+k)
 	return sk
 }
 

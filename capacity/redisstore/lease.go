@@ -32,9 +32,19 @@ func (s *Store) settle(ctx context.Context, lease capacity.Lease, final capacity
 	if err := s.down("settle"); err != nil {
 		return time.Time{}, err
 	}
-	if s.rec != nil {
-		return s.rec.settle(ctx, lease, final)
-	}
+	var at time.Time
+	err := s.route(lease.Scope, func() (err error) {
+		at, err = s.rec.settle(ctx, lease, final)
+		return err
+	}, func() (err error) {
+		at, err = s.settleScripts(ctx, lease, final)
+		return err
+	})
+	return at, err
+}
+
+// settleScripts settles lease with the scripts.
+func (s *Store) settleScripts(ctx context.Context, lease capacity.Lease, final capacity.Charges) (time.Time, error) {
 	k := s.keysFor(lease.Scope)
 	r, h, err := s.do(k, s.settleOp(ctx, k, lease, final))
 	if err != nil {
@@ -99,11 +109,12 @@ func (s *Store) Release(ctx context.Context, lease capacity.Lease) error {
 	if err := s.down("release"); err != nil {
 		return err
 	}
-	if s.rec != nil {
+	return s.route(lease.Scope, func() error {
 		return s.rec.release(ctx, lease)
-	}
-	_, err := s.release(ctx, lease)
-	return err
+	}, func() error {
+		_, err := s.release(ctx, lease)
+		return err
+	})
 }
 
 // release releases lease in Redis and returns the store's time of the
@@ -152,9 +163,19 @@ func (s *Store) Renew(ctx context.Context, lease capacity.Lease, ttl time.Durati
 	if err := s.down("renew"); err != nil {
 		return capacity.Lease{}, err
 	}
-	if s.rec != nil {
-		return s.rec.renew(ctx, lease, ttl)
-	}
+	var out capacity.Lease
+	err := s.route(lease.Scope, func() (err error) {
+		out, err = s.rec.renew(ctx, lease, ttl)
+		return err
+	}, func() (err error) {
+		out, err = s.renewScripts(ctx, lease, ttl)
+		return err
+	})
+	return out, err
+}
+
+// renewScripts renews lease with the scripts.
+func (s *Store) renewScripts(ctx context.Context, lease capacity.Lease, ttl time.Duration) (capacity.Lease, error) {
 	k := s.keysFor(lease.Scope)
 	b1, b2 := s.knownBounds(k)
 	args := append(s.commonArgs(k, b1, b2, 3), lease.Call, lease.ID, ttl.Microseconds())

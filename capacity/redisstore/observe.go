@@ -26,9 +26,15 @@ func (s *Store) Observe(ctx context.Context, sc capacity.Scope, obs capacity.Obs
 }
 
 func (s *Store) observe(ctx context.Context, sc capacity.Scope, obs capacity.Observation) error {
-	if s.rec != nil {
+	return s.route(sc, func() error {
 		return s.rec.observe(ctx, sc, obs)
-	}
+	}, func() error {
+		return s.observeScripts(ctx, sc, obs)
+	})
+}
+
+// observeScripts applies obs with the scripts.
+func (s *Store) observeScripts(ctx context.Context, sc capacity.Scope, obs capacity.Observation) error {
 	k := s.keysFor(sc)
 	r, _, err := s.do(k, s.observeOp(ctx, k, obs))
 	if err != nil {

@@ -45,16 +45,17 @@ func (p FailurePolicy) String() string {
 type Engine int
 
 const (
-	// EngineScripts decides each operation in Redis, with the scripts of
-	// version 6.3 (lua/). It is the default.
+	// EngineScripts starts each new scope on the scripts (lua/), which
+	// decide each operation in Redis. It is the default.
 	EngineScripts Engine = iota
-	// EngineRecords decides each operation in the worker, with the memory
-	// store's rules, on a copy of the scope that one short script keeps in
-	// step with the scope's records in Redis (decision 0008): a batch of a
-	// worker's operations on a scope costs Redis one script call that only
-	// writes what changed, or two when another worker wrote first. Its
-	// keys are apart from the scripts': workers of the two engines on one
-	// Prefix keep two budgets, so switch every worker of a Prefix at once.
+	// EngineRecords starts each new scope on the records engine, which
+	// decides each operation in the worker, with the memory store's rules,
+	// on a copy of the scope that one short script keeps in step with the
+	// scope's records in Redis (decision 0008): a batch of a worker's
+	// operations on a scope costs Redis one script call that writes what
+	// changed, or two when another worker wrote first. A scope keeps the
+	// engine that holds its state until it rests, whatever the Engine of
+	// the workers that use it (the package doc, The records engine).
 	EngineRecords
 )
 
@@ -96,7 +97,8 @@ type Options struct {
 	// Redis TIME. For tests only (the contract suite's manual clock); in
 	// production the Redis server is the one clock every worker agrees on.
 	Clock capacity.Clock
-	// Engine is how the store decides. If zero, EngineScripts.
+	// Engine is the engine the store starts a new scope on. If zero,
+	// EngineScripts.
 	Engine Engine
 	// Logger receives warnings: Redis unreachable, state found lost. If nil,
 	// nothing is logged.

@@ -100,7 +100,7 @@ func newRecEngine(s *Store) *recEngine {
 type recScope struct {
 	sc       capacity.Scope
 	scopeKey string
-	keys     []string // the exchange's KEYS: records, log, credential's block, channel
+	keys     []string // the exchange's KEYS: records, log, credential's block, channel, the scripts' state
 
 	mu      sync.Mutex
 	pending []*recOp
@@ -159,7 +159,7 @@ func (e *recEngine) scope(sc capacity.Scope) *recScope {
 	k := e.s.keysFor(sc)
 	tag := "{" + e.s.opts.Prefix + ":" + k.credKey + "}"
 	s := &recScope{sc: sc, scopeKey: k.scopeKey, version: -1,
-		keys: []string{tag + recInfix + k.scopeKey, tag + recLogInfix + k.scopeKey, tag + recCredSufix, k.channel}}
+		keys: []string{tag + recInfix + k.scopeKey, tag + recLogInfix + k.scopeKey, tag + recCredSufix, k.channel, k.keys[keyState]}}
 	v, _ := e.scopes.LoadOrStore(sc, s)
 	return v.(*recScope)
 }
@@ -194,6 +194,8 @@ func (e *recEngine) do(ctx context.Context, name string, sc capacity.Scope, run 
 		// Contention, not an outage: this operation fails, the store
 		// goes on using Redis.
 		return fmt.Errorf("redisstore: %s: %w: %w", name, capacity.ErrStoreUnavailable, err)
+	case errors.Is(err, errOnScripts):
+		return err // the Store runs it with the scripts (recroute.go)
 	case errors.Is(err, ErrBadReply) || errors.Is(err, capacity.ErrBadRecord):
 		return fmt.Errorf("redisstore: %s: %w", name, err)
 	default:
@@ -325,6 +327,9 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args []any) error
 	if err != nil {
 		return err
 	}
+	if len(raw) == 1 && raw[0] == "scripts" {
+		return errOnScripts
+	}
 	if len(raw) == 3 && raw[0] == "ok" {
 		s.wrote = true
 		s.version, err = strconv.ParseInt(raw[1], 10, 64)
@@ -437,6 +442,9 @@ func (e *recEngine) reload(ctx context.Context, s *recScope, v int64) error {
 		raw, err := e.pipe.send(ctx, s.keys, e.readArgs(s, "reload"))
 		if err != nil {
 			return err
+		}
+		if len(raw) == 1 && raw[0] == "scripts" {
+			return errOnScripts
 		}
 		m, err := parseMissed(raw)
 		if err != nil {

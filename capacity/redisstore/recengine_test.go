@@ -70,7 +70,7 @@ func TestRecordsCluster(t *testing.T) {
 // recordsACL is the least a Redis user of the records engine needs (the
 // package doc lists it).
 const recordsACL = "on >s3cret resetkeys ~{tgtest-* resetchannels &{tgtest-* -@all +evalsha +eval +ssubscribe +sunsubscribe " +
-	"+ping +hello +hscan +time +hget +hmget +hset +hdel +hlen +hgetall +rpush +lrange +ltrim +llen +pexpire +spublish"
+	"+ping +hello +hscan +exists +get +set +del +time +hget +hmget +hset +hdel +hlen +hgetall +rpush +lrange +ltrim +llen +pexpire +spublish"
 
 // TestRecordsACL runs the contract suite, and a copy's read of a large
 // scope in chunks, as a Redis user with no more than recordsACL: leaving

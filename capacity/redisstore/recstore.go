@@ -2,6 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/capacity"
@@ -94,4 +97,64 @@ func (e *recEngine) summary(ctx context.Context, sc capacity.Scope, summary bool
 		return err
 	}, nil)
 	return sum, err
+}
+
+// credential applies change, a credential-wide Block or Unblock by the
+// memory store's rules, to the credential's block the records engine keeps,
+// whichever engine holds sc: on a scratch copy that holds only the block, at
+// Redis's time (now), written if no other worker wrote the block meanwhile.
+// The scripts keep the credential's block in a key of their own, which the
+// Store writes beside it (Store.Block).
+func (e *recEngine) credential(ctx context.Context, name string, sc capacity.Scope, change func(m *capacity.MemoryStore, now time.Time) error) error {
+	keys := e.scope(sc).keys
+	send := func(have int64, cred string) ([]string, error) {
+		args := []any{-1, have, "cred", recLogLength, recReadAtOnce, recRecordsPerWrite, recCredTTL.Milliseconds(), "", "", "", "", "", cred}
+		raw, err := e.pipe.send(context.WithoutCancel(ctx), keys, args)
+		if err != nil {
+			return nil, e.s.failed(ctx, name, err)
+		}
+		return raw, nil
+	}
+	raw, err := send(-1, "") // a read: no version is -1
+	for range recMaxConflicts {
+		switch {
+		case err != nil:
+			return err
+		case len(raw) == 3 && raw[0] == "ok":
+			e.s.up()
+			return nil
+		case len(raw) != 5 || raw[0] != "cred":
+			return fmt.Errorf("redisstore: %s: %w: exchange: a reply of %d values", name, ErrBadReply, len(raw))
+		}
+		secs, err1 := strconv.ParseInt(raw[1], 10, 64)
+		usecs, err2 := strconv.ParseInt(raw[2], 10, 64)
+		version, err3 := strconv.ParseInt(raw[3], 10, 64)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return fmt.Errorf("redisstore: %s: %w: exchange: %v", name, ErrBadReply, err)
+		}
+		now := time.Unix(secs, usecs*1e3).UTC()
+		if c := e.s.opts.Clock; c != nil {
+			now = c.Now()
+		}
+		clock := &recClock{}
+		clock.now.Store(now.UnixNano())
+		m := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+		m.TrackRecords(sc)
+		block := map[string][]byte{capacity.CredentialRecord: nil}
+		if raw[4] != "" {
+			block[capacity.CredentialRecord] = []byte(raw[4])
+		}
+		if err := m.LoadRecords(sc, capacity.Records{Fields: block}); err != nil {
+			return fmt.Errorf("redisstore: %s: %w", name, err)
+		}
+		if err := change(m, now); err != nil {
+			return err
+		}
+		cred := recCredArg(m.TakeRecords(sc).Fields)
+		if cred == "" {
+			return nil // nothing to change
+		}
+		raw, err = send(version, cred)
+	}
+	return fmt.Errorf("redisstore: %s: %w: %w (the credential's block)", name, capacity.ErrStoreUnavailable, ErrConflicts)
 }

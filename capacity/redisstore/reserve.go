@@ -20,21 +20,21 @@ func (s *Store) Reserve(ctx context.Context, req capacity.Request) (capacity.Res
 	if err := s.down("reserve"); err != nil {
 		return s.reserveFallback(ctx, req, err)
 	}
-	if s.rec != nil {
-		res, err := s.rec.reserve(ctx, req)
-		if err != nil {
-			return s.reserveFallback(ctx, req, err)
+	var res capacity.Reservation
+	err := s.route(req.Scope, func() (err error) {
+		res, err = s.rec.reserve(ctx, req)
+		return err
+	}, func() (err error) {
+		k := s.keysFor(req.Scope)
+		var room bool
+		if res, room, err = s.reserve(ctx, k, req); err == nil && room {
+			// Pass the wake-up on: a woken waiter was granted and there is more.
+			s.notify.wake(k.scopeKey, 1)
 		}
-		return res, nil
-	}
-	k := s.keysFor(req.Scope)
-	res, room, err := s.reserve(ctx, k, req)
+		return err
+	})
 	if err != nil {
 		return s.reserveFallback(ctx, req, err)
-	}
-	if room {
-		// Pass the wake-up on: a woken waiter was granted and there is more.
-		s.notify.wake(k.scopeKey, 1)
 	}
 	return res, nil
 }

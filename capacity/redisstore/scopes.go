@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,14 +12,22 @@ import (
 )
 
 // Scopes lists the scopes that have state in Redis under the store's
-// prefix, sorted by key: every scope some worker used recently enough that
-// its state has not expired. It scans (SCAN, on every master of a cluster),
-// so it is for operators and tools, not for the admission path.
+// prefix, the scripts' or the records engine's, sorted by key: every scope
+// some worker used recently enough that its state has not expired. It scans
+// (SCAN, on every master of a cluster), so it is for operators and tools,
+// not for the admission path.
 func (s *Store) Scopes(ctx context.Context) ([]capacity.Scope, error) {
-	if s.rec != nil {
-		return s.scanScopes(ctx, recInfix, "scopes")
+	scripts, err := s.scanScopes(ctx, stateInfix, "scopes")
+	if err != nil {
+		return nil, err
 	}
-	return s.scanScopes(ctx, stateInfix, "scopes")
+	records, err := s.scanScopes(ctx, recInfix, "scopes")
+	if err != nil {
+		return nil, err
+	}
+	all := append(scripts, records...)
+	sort.Slice(all, func(i, j int) bool { return all[i].Key() < all[j].Key() })
+	return slices.CompactFunc(all, func(a, b capacity.Scope) bool { return a.Key() == b.Key() }), nil
 }
 
 // scanScopes lists the scopes that have a key {prefix:...}INFIXscope-key,

@@ -35,9 +35,19 @@ func (s *Store) snapshot(ctx context.Context, sc capacity.Scope, summary bool, c
 	if err := s.down("snapshot"); err != nil {
 		return capacity.Summary{}, err
 	}
-	if s.rec != nil {
-		return s.rec.summary(ctx, sc, summary, call)
-	}
+	var sum capacity.Summary
+	err := s.route(sc, func() (err error) {
+		sum, err = s.rec.summary(ctx, sc, summary, call)
+		return err
+	}, func() (err error) {
+		sum, err = s.snapshotScripts(ctx, sc, summary, call)
+		return err
+	})
+	return sum, err
+}
+
+// snapshotScripts is snapshot with the scripts.
+func (s *Store) snapshotScripts(ctx context.Context, sc capacity.Scope, summary bool, call string) (capacity.Summary, error) {
 	k := s.keysFor(sc)
 	b1, b2 := s.knownBounds(k)
 	args := s.commonArgs(k, b1, b2, 2)

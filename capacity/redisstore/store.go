@@ -47,7 +47,7 @@ type Store struct {
 
 	notify   *notifier
 	fallback *fallback  // nil with FailClosed
-	rec      *recEngine // nil with EngineScripts
+	rec      *recEngine // for the scopes the records engine holds
 
 	downUntil atomic.Int64          // unix nanoseconds; Redis is skipped until then
 	lastErr   atomic.Pointer[error] // why Redis was last found unreachable
@@ -83,8 +83,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if o.OnUnavailable == FallbackLocal {
 		s.fallback = newFallback(o)
 	}
+	s.rec = newRecEngine(s)
 	if o.Engine == EngineRecords {
-		s.rec = newRecEngine(s)
 		s.notify.perRelease = -1 // a batch decides every waiter woken at once
 	}
 	return s, nil
@@ -125,9 +125,7 @@ func (s *Store) Stats() Stats {
 	if s.fallback != nil {
 		st.FallbackLeases = s.fallback.live()
 	}
-	if e := s.rec; e != nil {
-		st.Writes, st.Conflicts, st.Reloads = e.writes.Load(), e.conflicts.Load(), e.reloads.Load()
-	}
+	st.Writes, st.Conflicts, st.Reloads = s.rec.writes.Load(), s.rec.conflicts.Load(), s.rec.reloads.Load()
 	return st
 }
 

@@ -20,6 +20,9 @@ func (s *Store) failed(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return ctx.Err()
 	}
+	if isOnRecords(err) {
+		return errOnRecords
+	}
 	if s.slotMoving(err) {
 		s.unavailable.Add(1)
 		return fmt.Errorf("redisstore: %s: %w (Cluster slot moving): %w", op, capacity.ErrStoreUnavailable, err)

@@ -38,6 +38,7 @@ var previousScripts = []struct {
 	{"6.0", "testdata/scripts-v6.0", false}, // a line per lease in the recent grants
 	{"6.1", "testdata/scripts-v6.1", false}, // a report reads every live lease
 	{"6.2", "testdata/scripts-v6.2", false}, // one script reclaims every expired lease and lapsed ticket
+	{"6.3", "testdata/scripts-v6.3", false}, // gives a state to a scope that has records (the records engine)
 }
 
 // rollingLimits bind on combined tokens (60,000/s, 30,000 at once), with
@@ -272,8 +273,9 @@ func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
 		// 6.1 kept each live lease's mark by call, which 6.2 sums by grant
 		// number: rebuilt once.
 		{"6.1", "testdata/scripts-v6.1", true},
-		// 6.2 keeps the indexes as 6.3 does.
+		// 6.2 and 6.3 keep the indexes as 6.4 does.
 		{"6.2", "testdata/scripts-v6.2", false},
+		{"6.3", "testdata/scripts-v6.3", false},
 		{scriptVersion, "", false}, // the same version: nothing to rebuild
 	} {
 		t.Run(tt.version, func(t *testing.T) {

@@ -14,6 +14,11 @@ import (
 // cases is the whole contract, in the order Run runs it.
 var cases = concat(bucketCases, leaseCases, ticketCases, observeCases, followCases, blockCases, halfOpenCases, inputCases, hardeningCases)
 
+// Cases returns the whole contract, in the order Run runs it, for a store
+// that runs all but some of it (say which, and why, where you leave a case
+// out).
+func Cases() []Case { return concat(cases) }
+
 func concat(groups ...[]Case) []Case {
 	var all []Case
 	for _, g := range groups {

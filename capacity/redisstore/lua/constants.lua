@@ -8,7 +8,7 @@ local TEXT_FORMAT = 3
 -- textStateWindow (µs)
 local TEXT_STATE_WINDOW = 86400000000
 -- this version of the scripts (constants.go: scriptVersion)
-local SCRIPT_VERSION = "6.3"
+local SCRIPT_VERSION = "6.4"
 -- per-minute bucket dimensions: 1 .. NB (capacity.Dimension + 1)
 local NB = 4
 -- every dimension: 1 .. ND
@@ -90,7 +90,7 @@ local LAYOUTS = {
   settle = {{"day_boundary", 1, "number"}, {"next_boundary", 1, "number"}, {"attempt", 1, "number"}, {"delta", 7, "number"}, {"class", 1, "number"}, {"key", 1, "string"}, {"weight", 1, "number"}, {"reserved", 4, "number"}, {"granted_at", 1, "number"}},
 }
 -- each KEYS index of a scope script, by name (keys.go)
-local K = {CRED_BLOCK = 2, EPOCH = 1, FLOWS = 9, KEY_CAPS = 10, LAPSED = 22, LAPSING = 26, LEASES = 4, LEASE_EXPIRIES = 21, LEASE_MARKS = 20, LIVE_SUMS = 25, ORDER = 12, RECENT = 11, RECENT_HELD = 24, STATE = 3, TEXT_UNTIL = 23, TICKETS = 5, TICKET_EXPIRIES = 6, TICKET_TIMES = 7}
+local K = {CRED_BLOCK = 2, EPOCH = 1, FLOWS = 9, KEY_CAPS = 10, LAPSED = 22, LAPSING = 26, LEASES = 4, LEASE_EXPIRIES = 21, LEASE_MARKS = 20, LIVE_SUMS = 25, ORDER = 12, RECENT = 11, RECENT_HELD = 24, RECORDS = 27, STATE = 3, TEXT_UNTIL = 23, TICKETS = 5, TICKET_EXPIRIES = 6, TICKET_TIMES = 7}
 -- a stored lease (constants.go: leaseFields)
 local LEASE_FIELDS = {{"attempt", "number"}, {"class", "number"}, {"granted_at", "number"}, {"expires", "number"}, {"charge", "dimension"}, {"mark", "dimension"}, {"key", "string"}, {"weight", "number"}, {"inflight", "dimension"}, {"seq", "number"}}
 -- a stored ticket (constants.go: ticketFields)

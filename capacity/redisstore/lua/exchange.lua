@@ -7,11 +7,15 @@
 -- KEYS: 1 the scope's records (hash: v its version, b its blob, t the time
 -- of its last write in unix ns, and the records by name), 2 its log (list:
 -- the last writes' records, one entry a write), 3 the credential's block
--- (hash: v its version, b the block), 4 the scope's channel.
+-- (hash: v its version, b the block), 4 the scope's channel, 5 the scope's
+-- state of the scripts (keys.go): a scope has one state, so while it has
+-- that one and no records, the exchange replies {'scripts'} and the worker
+-- runs the operation with the scripts (recroute.go).
 --
 -- ARGV: 1 the version of the scope the copy holds (-1: none), 2 the
 -- version of the credential's block it holds, 3 'read', 'reload' (a read
--- that always returns the blob) or, to write, the decision's time (unix ns),
+-- that always returns the blob), 'cred' (the credential's block alone: 13 is
+-- all the rest it reads) or, to write, the decision's time (unix ns),
 -- 4 how many writes the log keeps at least, 5 the most records one script
 -- reads, 6 how many records a scope holds for each write its log keeps (a
 -- scope of n records keeps the last max(ARGV[4], n / ARGV[6]) writes, so
@@ -38,8 +42,32 @@ local logLength, readAtOnce, recordsPerWrite = tonumber(ARGV[4]), tonumber(ARGV[
 local credTTL = ARGV[7]
 local FIRST_RECORD = 14
 
-local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+-- writeCredential sets the credential's block as ARGV[13] says, and
+-- returns its new version.
+local function writeCredential(cv)
+  local cred = ARGV[13]
+  if cred == '' then return cv end
+  redis.call('HSET', KEYS[3], 'v', cv + 1)
+  if cred == '-' then
+    redis.call('HDEL', KEYS[3], 'b')
+  else
+    redis.call('HSET', KEYS[3], 'b', string.sub(cred, 2))
+  end
+  redis.call('PEXPIRE', KEYS[3], credTTL)
+  return cv + 1
+end
+
 local cv = tonumber(redis.call('HGET', KEYS[3], 'v') or '0')
+if what == 'cred' then
+  -- The credential's block alone, whichever engine holds the scope: written
+  -- if the copy's version is current, else {'cred', TIME s, TIME µs, the
+  -- version, the block ('' for none)}.
+  if credHave == cv then return {'ok', '0', tostring(writeCredential(cv))} end
+  local t = redis.call('TIME')
+  return {'cred', t[1], t[2], tostring(cv), redis.call('HGET', KEYS[3], 'b') or ''}
+end
+local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+if v == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'scripts'} end
 local write = what ~= 'read' and what ~= 'reload'
 
 if write and have == v and credHave == cv then
@@ -59,17 +87,7 @@ if write and have == v and credHave == cv then
   redis.call('LTRIM', KEYS[2], -keep, -1)
   redis.call('PEXPIRE', KEYS[1], ARGV[10])
   redis.call('PEXPIRE', KEYS[2], ARGV[10])
-  local cred = ARGV[13]
-  if cred ~= '' then
-    cv = cv + 1
-    redis.call('HSET', KEYS[3], 'v', cv)
-    if cred == '-' then
-      redis.call('HDEL', KEYS[3], 'b')
-    else
-      redis.call('HSET', KEYS[3], 'b', string.sub(cred, 2))
-    end
-    redis.call('PEXPIRE', KEYS[3], credTTL)
-  end
+  cv = writeCredential(cv)
   if ARGV[11] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[11]) end
   if ARGV[12] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[12]) end
   return {'ok', tostring(v + 1), tostring(cv)}

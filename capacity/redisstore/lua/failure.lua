@@ -1,11 +1,16 @@
 -- failure.lua: Store.AddFailure. One hash per call: count and when it is
 -- forgotten; its TTL is that time.
--- KEYS: 1 failure key. ARGV: now ('' = TIME), ttl.
+-- KEYS: 1 failure key, 2 the scope's records (keys.go): a scope the
+-- records engine holds counts its failures there (TGRECORDS).
+-- ARGV: now ('' = TIME), ttl.
 -- Reply: count
 
 -- entries.failure runs the script: keys and args are its KEYS and ARGV.
 function entries.failure(keys, args)
   useGlobals()
+  if redis.call('EXISTS', keys[2]) == 1 then
+    error({err = 'TGRECORDS the records engine holds this scope'})
+  end
   local now
   if args[1] ~= '' then
     now = tonumber(args[1])

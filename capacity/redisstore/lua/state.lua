@@ -405,6 +405,20 @@ end
 
 function stored.unknownFormat() error({err = 'tollgate: unknown scope state format'}) end
 
+-- stored.lapsingKeptBy are the versions of the scripts that keep the links
+-- of a reclaim in several scripts (KEYS[K.LAPSING]) as this one does.
+stored.lapsingKeptBy = {['6.3'] = true, [SCRIPT_VERSION] = true}
+
+-- stored.checkRecords fails the script if the records engine holds the
+-- scope (its records exist; recengine.go): a scope has one state, and the
+-- worker runs the operation on the engine instead (TGRECORDS, recroute.go).
+-- Called where the scope has no state of the scripts.
+function stored.checkRecords()
+  if call('EXISTS', KEYS[K.RECORDS]) == 1 then
+    error({err = 'TGRECORDS the records engine holds this scope'})
+  end
+end
+
 -- stored.readText reads a state that a version before 6.0 saved last (Redis
 -- only): each field from its text, and the fields only the packed form
 -- holds from the packed state, if one was saved. The text is kept up to
@@ -475,7 +489,10 @@ local function load(create)
   local v = call('MGET', KEYS[K.EPOCH], KEYS[K.CRED_BLOCK], KEYS[K.TEXT_UNTIL])
   EPOCH = v[1]
   if v[2] then CB = cmsgpack.unpack(v[2]) end
-  if not EPOCH and READ_ONLY then return false end
+  if not EPOCH and READ_ONLY then
+    stored.checkRecords()
+    return false
+  end
   if not EPOCH then
     local t = call('TIME')
     EPOCH = t[1] .. string.format('%06d', t[2])
@@ -508,7 +525,7 @@ local function load(create)
     S.text_until = max(S.text_until, mark)
     recompute()
     if not index.keptBy[S.written_by] then index.rebuild() end
-    if S.lapsing == 1 and stored.loaded.writer ~= SCRIPT_VERSION then
+    if S.lapsing == 1 and not stored.lapsingKeptBy[stored.loaded.writer] then
       -- Another version saved in the middle of a reclaim in several
       -- scripts (fair.unplaceAll), and reclaims every lapsed ticket at
       -- once: the links kept are stale.
@@ -517,6 +534,7 @@ local function load(create)
     end
     return true
   end
+  stored.checkRecords()
   if not create then return false end
   write('DEL', KEYS[K.LEASES], KEYS[K.TICKETS], KEYS[K.TICKET_EXPIRIES], KEYS[K.TICKET_TIMES], KEYS[K.FLOWS], KEYS[K.KEY_CAPS],
     KEYS[K.RECENT], KEYS[K.RECENT_HELD], KEYS[K.LEASE_MARKS], KEYS[K.LEASE_EXPIRIES], KEYS[K.LIVE_SUMS], KEYS[K.LAPSING],
@@ -1228,8 +1246,8 @@ end
 -- index.keptBy are the versions of the scripts that keep these indexes as
 -- this one does: a state one of them saved last needs no rebuild. A state
 -- of any other version, older or newer (a rollback), is re-indexed.
--- 6.2 and 6.3 sum the live leases by grant number; 6.1 kept a line per lease.
-index.keptBy = {['6.2'] = true, [SCRIPT_VERSION] = true}
+-- 6.2 to 6.4 sum the live leases by grant number; 6.1 kept a line per lease.
+index.keptBy = {['6.2'] = true, ['6.3'] = true, [SCRIPT_VERSION] = true}
 
 -- index.rebuild makes the indexes anew from the leases and tickets: the one
 -- walk over them, when a state saved by a version of the scripts that does

@@ -1,0 +1,65 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+)
+
+// A scope has one state: the scripts' or the records engine's. Options.Engine
+// says which a scope that has neither starts with; a scope that has one stays
+// with it until it stops mattering and expires. Each side refuses a scope the
+// other holds, atomically in the scope's slot: the exchange replies
+// {'scripts'} while the scripts' state exists and no records do, and a script
+// fails with TGRECORDS rather than give a state to a scope that has records.
+// So workers of either engine, of this version, share one budget per scope,
+// and a Prefix moves from one engine to the other with a rolling deploy
+// (the package doc, The records engine).
+
+// errOnScripts says that the scripts hold the scope, errOnRecords that the
+// records engine does: the Store runs the operation with the other.
+var (
+	errOnScripts = errors.New("redisstore: the scripts hold the scope")
+	errOnRecords = errors.New("redisstore: the records engine holds the scope")
+)
+
+// onRecordsPrefix begins the error of a script that found the scope's
+// records (lua/state.lua, stored.checkRecords).
+const onRecordsPrefix = "TGRECORDS"
+
+// isOnRecords reports whether err is a script's TGRECORDS.
+func isOnRecords(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && redis.HasErrorPrefix(rerr, onRecordsPrefix)
+}
+
+// route runs an operation on sc with the engine that holds the scope:
+// records or scripts, first the one this Store starts scopes with (or the
+// one it last found holding sc), then, if that one says the other holds it,
+// the other. A scope that moves between the engines more often than that
+// fails the operation with capacity.ErrStoreUnavailable (a wait).
+func (s *Store) route(sc capacity.Scope, records, scripts func() error) error {
+	k := s.keysFor(sc)
+	onRecords := s.opts.Engine == EngineRecords || k.onRecords.Load()
+	for range 3 {
+		var err error
+		if onRecords {
+			err = records()
+		} else {
+			err = scripts()
+		}
+		switch {
+		case onRecords && errors.Is(err, errOnScripts):
+			k.onRecords.Store(false)
+		case !onRecords && errors.Is(err, errOnRecords):
+			k.onRecords.Store(true)
+		default:
+			return err
+		}
+		onRecords = !onRecords
+	}
+	return fmt.Errorf("%w: scope %s moved between the engines on every try", capacity.ErrStoreUnavailable, k.scopeKey)
+}

@@ -1,0 +1,102 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/storetest"
+)
+
+// TestEnginesShareOneBudget runs the contract suite, the class cases and
+// the fair cases on two workers of one prefix taking turns, one on the
+// scripts and one on the records engine: whichever touches a scope first
+// gives it its state, and the other runs its operations on that engine.
+func TestEnginesShareOneBudget(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	factory := func(t *testing.T, clock capacity.Clock) capacity.Store {
+		prefix := testPrefix(t, rdb)
+		scripts, err := New(rdb, Options{Prefix: prefix, Clock: clock})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = scripts.Close() })
+		return &recPair{a: scripts, b: newRecordsStore(t, rdb, prefix, clock)}
+	}
+	// A half-open block of the credential lets one probe through for each
+	// engine that holds some of its scopes: each engine marks the probe
+	// claimed in its own key (the package doc, The records engine).
+	var contract []storetest.Case
+	for _, c := range storetest.Cases() {
+		if c.Name() != "HalfOpenBlockLetsOneProbeThrough" {
+			contract = append(contract, c)
+		}
+	}
+	storetest.RunCases(t, contract, factory)
+	storetest.RunCases(t, storetest.ClassCases, factory)
+	storetest.RunCases(t, storetest.FairCases, factory)
+}
+
+// TestEnginesHandOver: a scope the scripts hold stays with them for a
+// worker on the records engine, and once its state is gone (expired) the
+// records engine takes it, for a worker on the scripts too. Throughout, its
+// one in-flight slot is held once.
+func TestEnginesHandOver(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	ctx := context.Background()
+	scripts, err := New(rdb, Options{Prefix: prefix})
+	require.NoError(t, err)
+	defer scripts.Close()
+	records := newRecordsStore(t, rdb, prefix, nil)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "handover"}
+	req := func(call string) capacity.Request {
+		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}, Call: call, Attempt: 1,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
+	}
+	held, err := scripts.Reserve(ctx, req("a"))
+	require.NoError(t, err)
+	require.True(t, held.Granted)
+	res, err := records.Reserve(ctx, req("b"))
+	require.NoError(t, err)
+	require.False(t, res.Granted, "the slot the scripts granted is held for the records engine's worker too")
+	require.NoError(t, records.Settle(ctx, held.Lease, held.Lease.Charges), "a lease of the scripts settles from the other engine")
+	res, err = records.Reserve(ctx, req("b"))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	require.NoError(t, records.Settle(ctx, res.Lease, res.Lease.Charges))
+	require.Zero(t, records.Stats().Writes, "the records engine wrote nothing while the scripts held the scope")
+
+	// The scripts' state expires (here: is deleted) once it stops
+	// mattering: the next worker to touch the scope, on the records
+	// engine, gives it records, and the scripts' worker follows.
+	k := scripts.keysFor(sc)
+	require.NoError(t, rdb.Del(ctx, k.keys[keyEpoch+1:keyRecords]...).Err())
+	held, err = records.Reserve(ctx, req("c"))
+	require.NoError(t, err)
+	require.True(t, held.Granted)
+	require.Positive(t, records.Stats().Writes)
+	res, err = scripts.Reserve(ctx, req("d"))
+	require.NoError(t, err)
+	require.False(t, res.Granted, "the slot the records engine granted is held for the scripts' worker too")
+	n, err := rdb.Exists(ctx, k.keys[keyState]).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the scripts gave the scope a state beside its records")
+	snap, err := scripts.Snapshot(ctx, sc)
+	require.NoError(t, err)
+	require.Len(t, snap.Leases, 1)
+	require.Equal(t, "c", snap.Leases[0].Call)
+	failures, err := scripts.AddFailure(ctx, sc, "c", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 1, failures)
+	failures, err = records.AddFailure(ctx, sc, "c", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 2, failures, "one failure count, whichever engine counts")
+	require.NoError(t, scripts.Settle(ctx, held.Lease, held.Lease.Charges))
+	res, err = scripts.Reserve(ctx, req("d"))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+}
