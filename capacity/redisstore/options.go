@@ -69,6 +69,25 @@ func (e Engine) String() string {
 	return fmt.Sprintf("engine(%d)", int(e))
 }
 
+// MarshalText returns e's name ("scripts", "records").
+func (e Engine) MarshalText() ([]byte, error) {
+	if e != EngineScripts && e != EngineRecords {
+		return nil, fmt.Errorf("%w: Engine is %v", ErrInvalidOptions, e)
+	}
+	return []byte(e.String()), nil
+}
+
+// UnmarshalText sets e from its name, for flags and configuration files.
+func (e *Engine) UnmarshalText(text []byte) error {
+	for _, v := range []Engine{EngineScripts, EngineRecords} {
+		if string(text) == v.String() {
+			*e = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: Engine %q; want scripts or records", ErrInvalidOptions, text)
+}
+
 // Options configures a Store. The zero value is valid: prefix "tollgate",
 // Redis time, fail closed.
 type Options struct {

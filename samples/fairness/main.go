@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 
+	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 	"github.com/tollgate-dev/tollgate/internal/workerproc"
 	"github.com/tollgate-dev/tollgate/testsuite"
 
@@ -28,10 +29,12 @@ func main() {
 		jsonOut bool
 		short   bool
 		csvPath string
+		engine  redisstore.Engine
 	)
 	flag.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	flag.StringVar(&redis, "redis", "", "run the workers as -workers processes sharing a Redis store at this address (such as $TOLLGATE_REDIS_ADDR); default: one worker on a memory store")
 	flag.IntVar(&workers, "workers", 4, "worker processes with -redis")
+	flag.TextVar(&engine, "engine", redisstore.EngineScripts, "the Redis store's engine with -redis: scripts or records")
 	flag.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout (the table goes to stderr)")
 	flag.BoolVar(&short, "short", false, "short phases (D at +6 s, 6 s more) instead of +12 s and 18 s")
 	flag.DurationVar(&o.Timeout, "timeout", 0, "longest wait for the first tenant to drain (default 3 × the planned length)")
@@ -46,13 +49,13 @@ func main() {
 		log.Fatalln("-workers must be at least 1")
 	}
 
-	if err := run(o, redis, workers, jsonOut, csvPath); err != nil {
+	if err := run(o, redis, workers, engine, jsonOut, csvPath); err != nil {
 		log.Fatalln(err)
 	}
 }
 
 // run starts a dev server, makes the run and prints it.
-func run(o Options, redis string, workers int, jsonOut bool, csvPath string) error {
+func run(o Options, redis string, workers int, engine redisstore.Engine, jsonOut bool, csvPath string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	log.Println("starting a Temporal dev server...")
@@ -62,7 +65,7 @@ func run(o Options, redis string, workers int, jsonOut bool, csvPath string) err
 		return err
 	}
 	defer func() { _ = srv.Stop() }()
-	env := &Env{Client: srv.Client(), HostPort: srv.FrontendHostPort(), Namespace: "default", Redis: redis, Workers: workers, Log: os.Stderr}
+	env := &Env{Client: srv.Client(), HostPort: srv.FrontendHostPort(), Namespace: "default", Redis: redis, Workers: workers, Engine: engine, Log: os.Stderr}
 	r, err := Run(ctx, env, o)
 	if err != nil {
 		return err

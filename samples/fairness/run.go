@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 	"github.com/tollgate-dev/tollgate/testsuite"
 )
 
@@ -23,7 +24,9 @@ type Env struct {
 	// redisstore there; else one worker in this process on a memory store.
 	Redis   string
 	Workers int
-	Log     io.Writer // progress; io.Discard for none
+	// Engine is the workers' redisstore.Options.Engine (Redis mode).
+	Engine redisstore.Engine
+	Log    io.Writer // progress; io.Discard for none
 }
 
 // Options select a run.

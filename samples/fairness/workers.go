@@ -34,7 +34,8 @@ type workerSpec struct {
 	// Slots is each worker's MaxConcurrentActivityExecutionSize: room for
 	// every call of the run, so every waiting call waits in the store.
 	Slots         int
-	Redis, Prefix string // Redis mode only
+	Redis, Prefix string            // Redis mode only
+	Engine        redisstore.Engine // Redis mode only
 }
 
 // activityPollers is each worker's activity task pollers: enough that a
@@ -100,7 +101,7 @@ func startWorkers(ctx context.Context, env *Env, spec workerSpec, workers int) (
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	spec.Redis, spec.Prefix = env.Redis, "fairness-"+hex.EncodeToString(b[:])
+	spec.Redis, spec.Prefix, spec.Engine = env.Redis, "fairness-"+hex.EncodeToString(b[:]), env.Engine
 	return workerproc.Start(ctx, workers, spec)
 }
 
@@ -133,7 +134,7 @@ func workerMain(specJSON string) error {
 	defer c.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: spec.Redis, PoolSize: 64})
 	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.Options{Prefix: spec.Prefix})
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: spec.Prefix, Engine: spec.Engine})
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func workerMain(specJSON string) error {
 	defer c.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: spec.Redis, PoolSize: 64})
 	defer rdb.Close()
-	store, err := redisstore.New(rdb, redisstore.Options{Prefix: spec.Prefix})
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: spec.Prefix, Engine: spec.Engine})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/activities"
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 	"github.com/tollgate-dev/tollgate/interceptor"
 	"github.com/tollgate-dev/tollgate/samples/goodput/figures"
 	"github.com/tollgate-dev/tollgate/testsuite"
@@ -43,14 +44,22 @@ const (
 // LimitStrategies lists the strategies of configured limits.
 var LimitStrategies = []string{TollgateReported, TollgateLow, TollgateHigh}
 
+// TollgateRecords is tollgate-redis with redisstore.EngineRecords, the store
+// deciding in the workers (run it with -strategies).
+const TollgateRecords = "tollgate-records"
+
 // knownStrategies is every strategy -strategies may name.
-var knownStrategies = slices.Concat(Strategies, LimitStrategies)
+var knownStrategies = slices.Concat(Strategies, LimitStrategies, []string{TollgateRecords})
 
 // gated reports whether strategy s runs the tollgate plugin (its workflows
 // then schedule calls with workflows.CallModel).
 func gated(s string) bool {
-	return s == Tollgate || s == TollgateRedis || slices.Contains(LimitStrategies, s)
+	return s == Tollgate || onRedis(s) || slices.Contains(LimitStrategies, s)
 }
+
+// onRedis reports whether strategy s runs in worker processes sharing a
+// Redis store.
+func onRedis(s string) bool { return s == TollgateRedis || s == TollgateRecords }
 
 // configuredLimits is what strategy s configures for a provider of limits
 // l; ok is false for none (Options.Limits unset).
@@ -90,7 +99,8 @@ type workerSpec struct {
 	HostPort, Namespace, Queue   string
 	OpenAIBaseURL, AnthropicBase string
 	Limits                       testsuite.Limits
-	Redis, Prefix                string // tollgate-redis only
+	Redis, Prefix                string // tollgate-redis and tollgate-records only
+	Engine                       redisstore.Engine
 }
 
 // startWorkers starts strategy s's workers for a run and returns the
@@ -99,7 +109,10 @@ func startWorkers(ctx context.Context, env *Env, s string, spec workerSpec) (sto
 	if !slices.Contains(knownStrategies, s) {
 		return nil, fmt.Errorf("unknown strategy %q (want one of %v)", s, knownStrategies)
 	}
-	if s == TollgateRedis {
+	if onRedis(s) {
+		if s == TollgateRecords {
+			spec.Engine = redisstore.EngineRecords
+		}
 		return startRedisWorkers(ctx, env, spec)
 	}
 	oa, an, err := modelActivities(spec)
