@@ -45,6 +45,8 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 		fields = r.namedFields()
 		announced, st.announced = st.announced, nil
 	}
+	released := st.released
+	st.released = false
 	key := sc.CredentialKey()
 	s.mu.Lock()
 	if _, changed := s.credsChanged[key]; changed {
@@ -58,7 +60,7 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	// Encoded from the scope's own copy: a blob on the stack would escape.
 	st.blobCopy = st.blob()
 	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields, Announced: announced,
-		RestsAt: st.restsAt(st.last), WaitersUntil: st.waitersUntil}
+		RestsAt: st.restsAt(st.last), WaitersUntil: st.waitersUntil, Released: released}
 }
 
 // ScopeRecords returns every record of scope sc.

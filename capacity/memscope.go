@@ -43,6 +43,9 @@ type memScope struct {
 	// announced lists the calls whose tickets came forward since the
 	// records were last taken (announceDue), while the scope tracks.
 	announced []string
+	// released is set when capacity came back since the records were last
+	// taken (wake), while the scope tracks.
+	released bool
 }
 
 // scopeState is the part of a scope's state held by value, so that a copy
@@ -282,7 +285,7 @@ func (m *memScope) reclaim(now time.Time) {
 	m.nextExp = next
 	m.unplaceAll(lapsed)
 	if freed {
-		m.wake()
+		m.release()
 	}
 }
 
@@ -776,6 +779,15 @@ func (m *memScope) ceiling(d int) float64 {
 		lim = lo
 	}
 	return math.Max(m.budgets[d].Capacity, float64(lim))
+}
+
+// release notes that the scope's operations released capacity (for
+// TakeRecords, while it tracks) and wakes its waiters.
+func (m *memScope) release() {
+	if m.tracking() {
+		m.released = true
+	}
+	m.wake()
 }
 
 // wake tells waiters that capacity may have come back.

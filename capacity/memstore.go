@@ -405,7 +405,7 @@ func (s *MemoryStore) Settle(ctx context.Context, lease Lease, final Charges) er
 	if moves {
 		st.retime(now)
 	}
-	st.wake()
+	st.release()
 	return nil
 }
 
@@ -429,7 +429,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 			st.unplace(tk)
 			st.refundKey(tk)
 			st.retime(now)
-			st.wake()
+			st.release()
 		}
 		return nil
 	}
@@ -438,7 +438,7 @@ func (s *MemoryStore) Release(ctx context.Context, lease Lease) error {
 		st.refund(le.Charges)
 		st.settleFlow(le, Charges{}, now)
 		st.retime(now)
-		st.wake()
+		st.release()
 	}
 	return nil
 }
@@ -544,6 +544,7 @@ func (s *MemoryStore) Unblock(ctx context.Context, sc Scope, credential bool) er
 	if st := s.scope(sc, false); st != nil {
 		st.mu.Lock()
 		st.block = Block{}
+		st.release() // the calls the block held back look again
 		st.mu.Unlock()
 	}
 	return nil

@@ -30,6 +30,12 @@ type Records struct {
 	// leases that end until then, and need not after. LoadRecords
 	// ignores it (the blob holds it).
 	WaitersUntil time.Time
+	// Released reports that the operations released capacity (a lease
+	// settled, released or expired, a ticket released or lapsed): where it
+	// waits here, a call denied looks again (Notifier.Released), and a
+	// shared store tells the other processes until WaitersUntil
+	// (TakeRecords). LoadRecords ignores it.
+	Released bool
 }
 
 // The first byte of a record's name is its kind; the rest is its key.

@@ -529,3 +529,44 @@ func TestRecordsSayUntilWhenCallsWait(t *testing.T) {
 	}
 	require.Positive(t, booked)
 }
+
+// TestRecordsSayWhenCapacityCameBack: TakeRecords reports Released after
+// a settle, a release, an expiry reclaimed and a lifted block, and not
+// after a grant, nor after loading another copy's records.
+func TestRecordsSayWhenCapacityCameBack(t *testing.T) {
+	ctx := context.Background()
+	clock := capacitytest.NewManualClock(storetest.Epoch)
+	s := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+	s.TrackRecords(propScope)
+	lim := capacity.Limits{RequestsPerMinute: 600, MaxInFlight: 1}
+	reserve := func(call string) capacity.Reservation {
+		res, err := s.Reserve(ctx, capacity.Request{Scope: propScope, Limits: lim, Call: call, Attempt: 1,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Second})
+		require.NoError(t, err)
+		require.True(t, res.Granted)
+		return res
+	}
+	released := func() bool { return s.TakeRecords(propScope).Released }
+
+	held := reserve("a")
+	require.False(t, released(), "a grant releases nothing")
+	require.NoError(t, s.Settle(ctx, held.Lease, held.Lease.Charges))
+	require.True(t, released(), "settled")
+	require.False(t, released(), "taken once")
+	held = reserve("b")
+	require.NoError(t, s.Release(ctx, held.Lease))
+	require.True(t, released(), "released")
+	reserve("c")
+	clock.Advance(2 * time.Second)
+	reserve("d") // reclaims c's expired lease first
+	require.True(t, released(), "an expired lease reclaimed")
+	require.NoError(t, s.Block(ctx, propScope, capacity.Block{Reason: capacity.Cooldown, Until: clock.Now().Add(time.Minute)}))
+	require.False(t, released())
+	require.NoError(t, s.Unblock(ctx, propScope, false))
+	require.True(t, released(), "a lifted block")
+
+	other := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
+	other.TrackRecords(propScope)
+	require.NoError(t, other.LoadRecords(propScope, s.ScopeRecords(propScope)))
+	require.False(t, other.TakeRecords(propScope).Released, "loading another copy's records releases nothing here")
+}

@@ -85,6 +85,7 @@ type scopeKeys struct {
 	scope    capacity.Scope
 	scopeKey string   // Scope.Key()
 	credKey  string   // Scope.CredentialKey()
+	tag      string   // {prefix:credential}, which begins every key of the scope
 	keys     []string // the KEYS of every scope script, in key* order
 	channel  string
 	failure  string // prefix of failure keys; the call follows
@@ -102,6 +103,7 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 		scope:    sc,
 		scopeKey: k,
 		credKey:  sc.CredentialKey(),
+		tag:      tag,
 		keys: []string{
 			keyEpoch:     tag + ":epoch",
 			keyCredBlock: tag + ":cb",

@@ -34,9 +34,9 @@ import (
 //	{P:C}:reccred    the credential's block (hash: v version, b block); TTL: recCredTTL after its last write
 //	{P:C}:n:K        the scope's channel, as the scripts': releases and tickets due
 const (
-	recInfix     = ":rec:"
-	recLogInfix  = ":reclog:"
-	recCredSufix = ":reccred"
+	recInfix      = ":rec:"
+	recLogInfix   = ":reclog:"
+	recCredSuffix = ":reccred"
 )
 
 // recLogLength is how many writes a scope's log keeps at least, and
@@ -157,9 +157,8 @@ func (e *recEngine) scope(sc capacity.Scope) *recScope {
 		return v.(*recScope)
 	}
 	k := e.s.keysFor(sc)
-	tag := "{" + e.s.opts.Prefix + ":" + k.credKey + "}"
 	s := &recScope{sc: sc, scopeKey: k.scopeKey, version: -1,
-		keys: []string{tag + recInfix + k.scopeKey, tag + recLogInfix + k.scopeKey, tag + recCredSufix, k.channel, k.keys[keyState]}}
+		keys: []string{k.keys[keyRecords], k.tag + recLogInfix + k.scopeKey, k.tag + recCredSuffix, k.channel, k.keys[keyState]}}
 	v, _ := e.scopes.LoadOrStore(sc, s)
 	return v.(*recScope)
 }

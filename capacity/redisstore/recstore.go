@@ -13,7 +13,9 @@ import (
 // The Store's operations on the records engine: each is the memory store's,
 // on the scope's copy, in the scope's next batch (recEngine.do). The
 // Store's own methods check their input, the fallback budget and whether
-// Redis is down first, as with the scripts.
+// Redis is down first, as with the scripts. An operation's results are read
+// only when it returns no error: after a caller gave up, the batch may still
+// be writing them.
 
 func (e *recEngine) reserve(ctx context.Context, req capacity.Request) (res capacity.Reservation, err error) {
 	err = e.do(ctx, "reserve", req.Scope, func(m *capacity.MemoryStore) (err error) {
@@ -29,7 +31,10 @@ func (e *recEngine) reserve(ctx context.Context, req capacity.Request) (res capa
 			_ = e.s.Release(back, capacity.Lease{Scope: req.Scope, Call: req.Call})
 		}
 	})
-	return res, err
+	if err != nil {
+		return capacity.Reservation{}, err // res may still be written: the caller gave up
+	}
+	return res, nil
 }
 
 func (e *recEngine) settle(ctx context.Context, lease capacity.Lease, final capacity.Charges) (at time.Time, err error) {
@@ -37,7 +42,10 @@ func (e *recEngine) settle(ctx context.Context, lease capacity.Lease, final capa
 		at = e.scope(lease.Scope).clock.Now()
 		return m.Settle(ctx, lease, final)
 	}, nil)
-	return at, err
+	if err != nil {
+		return time.Time{}, err
+	}
+	return at, nil
 }
 
 func (e *recEngine) release(ctx context.Context, lease capacity.Lease) error {
@@ -51,7 +59,10 @@ func (e *recEngine) renew(ctx context.Context, lease capacity.Lease, ttl time.Du
 		out, err = m.Renew(ctx, lease, ttl)
 		return err
 	}, nil)
-	return out, err
+	if err != nil {
+		return capacity.Lease{}, err
+	}
+	return out, nil
 }
 
 func (e *recEngine) observe(ctx context.Context, sc capacity.Scope, obs capacity.Observation) error {
@@ -82,7 +93,10 @@ func (e *recEngine) addFailure(ctx context.Context, sc capacity.Scope, call stri
 		n, err = m.AddFailure(ctx, sc, call, ttl)
 		return err
 	}, nil)
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // summary reads sc: its Snapshot, or with summary its Summary for call. A
@@ -96,7 +110,10 @@ func (e *recEngine) summary(ctx context.Context, sc capacity.Scope, summary bool
 		}
 		return err
 	}, nil)
-	return sum, err
+	if err != nil {
+		return capacity.Summary{}, err
+	}
+	return sum, nil
 }
 
 // credential applies change, a credential-wide Block or Unblock by the

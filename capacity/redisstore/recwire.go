@@ -103,16 +103,11 @@ func recParseEntry(e string, fields map[string][]byte) error {
 
 // recNotices returns what a write at now announces on the scope's
 // channel, in the messages notify.go reads: release (the instance id) if
-// it ended a lease or a ticket while a denied call may come back on it,
-// due if it brought tickets forward (their calls); "" for none.
+// it released capacity while a denied call may come back on it, due if it
+// brought tickets forward (their calls); "" for none.
 func recNotices(ch capacity.Records, now time.Time, instance string) (release, due string) {
-	if !ch.WaitersUntil.Before(now) {
-		for name, v := range ch.Fields {
-			if v == nil && (name[0] == 'l' || name[0] == 't') {
-				release = instance
-				break
-			}
-		}
+	if ch.Released && !ch.WaitersUntil.Before(now) {
+		release = instance
 	}
 	if len(ch.Announced) > 0 {
 		due = duePrefix + strings.Join(ch.Announced, " ")
