@@ -121,8 +121,11 @@ type recScope struct {
 	timeAt, last    int64
 	readAt, touched time.Time
 	// restsAt is when the scope stops mattering, as of this copy's last
-	// write: records gone before then were lost, not expired.
+	// write, and seen the latest version of the scope read or written
+	// (kept when a failed batch drops the copy): a version below it before
+	// restsAt means the records were lost, not expired.
 	restsAt time.Time
+	seen    int64
 }
 
 // recOp is one operation waiting for its batch.
@@ -195,6 +198,8 @@ func (e *recEngine) do(ctx context.Context, name string, sc capacity.Scope, run 
 		return fmt.Errorf("redisstore: %s: %w: %w", name, capacity.ErrStoreUnavailable, err)
 	case errors.Is(err, errOnScripts):
 		return err // the Store runs it with the scripts (recroute.go)
+	case errors.Is(err, capacity.ErrStoreUnavailable):
+		return err // Redis down (Store.down)
 	case errors.Is(err, ErrBadReply) || errors.Is(err, capacity.ErrBadRecord):
 		return fmt.Errorf("redisstore: %s: %w", name, err)
 	default:
@@ -217,7 +222,13 @@ func (e *recEngine) lead(s *recScope) {
 		batch := s.pending[:n:n]
 		s.pending = append([]*recOp(nil), s.pending[n:]...)
 		s.mu.Unlock()
-		err := e.run(s, batch)
+		// Redis found unreachable (by this batch's predecessor, say):
+		// the batch fails at once, as the scripts' calls do, rather than
+		// wait for the client to find it so again.
+		err := e.s.down("exchange")
+		if err == nil {
+			err = e.run(s, batch)
+		}
 		if err != nil {
 			// The copy may hold a decision Redis never took: the next
 			// batch starts from Redis's records.
@@ -335,6 +346,7 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args []any) error
 		if err == nil {
 			s.credVersion, err = strconv.ParseInt(raw[2], 10, 64)
 		}
+		s.seen = s.version
 		return err
 	}
 	s.wrote = false
@@ -342,9 +354,10 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args []any) error
 	if err != nil {
 		return err
 	}
-	if m.version < s.version && time.Unix(0, m.time).Before(s.restsAt) {
+	if m.version < s.seen && time.Unix(0, m.time).Before(s.restsAt) {
 		e.lost(s)
 	}
+	s.seen = m.version
 	s.timeAt, s.readAt, s.last = m.time, time.Now(), m.last
 	s.touched = s.readAt
 	if m.mode == "far" {

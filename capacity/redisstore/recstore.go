@@ -14,11 +14,12 @@ import (
 // on the scope's copy, in the scope's next batch (recEngine.do). The
 // Store's own methods check their input, the fallback budget and whether
 // Redis is down first, as with the scripts. An operation's results are read
-// only when it returns no error: after a caller gave up, the batch may still
-// be writing them.
+// only when it returns no error, and never through named results: after a
+// caller gave up, the batch may still be writing them.
 
-func (e *recEngine) reserve(ctx context.Context, req capacity.Request) (res capacity.Reservation, err error) {
-	err = e.do(ctx, "reserve", req.Scope, func(m *capacity.MemoryStore) (err error) {
+func (e *recEngine) reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
+	var res capacity.Reservation
+	err := e.do(ctx, "reserve", req.Scope, func(m *capacity.MemoryStore) (err error) {
 		res, err = m.Reserve(ctx, req)
 		return err
 	}, func() {
@@ -37,8 +38,9 @@ func (e *recEngine) reserve(ctx context.Context, req capacity.Request) (res capa
 	return res, nil
 }
 
-func (e *recEngine) settle(ctx context.Context, lease capacity.Lease, final capacity.Charges) (at time.Time, err error) {
-	err = e.do(ctx, "settle", lease.Scope, func(m *capacity.MemoryStore) error {
+func (e *recEngine) settle(ctx context.Context, lease capacity.Lease, final capacity.Charges) (time.Time, error) {
+	var at time.Time
+	err := e.do(ctx, "settle", lease.Scope, func(m *capacity.MemoryStore) error {
 		at = e.scope(lease.Scope).clock.Now()
 		return m.Settle(ctx, lease, final)
 	}, nil)
@@ -54,8 +56,9 @@ func (e *recEngine) release(ctx context.Context, lease capacity.Lease) error {
 	}, nil)
 }
 
-func (e *recEngine) renew(ctx context.Context, lease capacity.Lease, ttl time.Duration) (out capacity.Lease, err error) {
-	err = e.do(ctx, "renew", lease.Scope, func(m *capacity.MemoryStore) (err error) {
+func (e *recEngine) renew(ctx context.Context, lease capacity.Lease, ttl time.Duration) (capacity.Lease, error) {
+	var out capacity.Lease
+	err := e.do(ctx, "renew", lease.Scope, func(m *capacity.MemoryStore) (err error) {
 		out, err = m.Renew(ctx, lease, ttl)
 		return err
 	}, nil)
@@ -88,8 +91,9 @@ func (e *recEngine) unblock(ctx context.Context, sc capacity.Scope, credential b
 	}, nil)
 }
 
-func (e *recEngine) addFailure(ctx context.Context, sc capacity.Scope, call string, ttl time.Duration) (n int, err error) {
-	err = e.do(ctx, "add failure", sc, func(m *capacity.MemoryStore) (err error) {
+func (e *recEngine) addFailure(ctx context.Context, sc capacity.Scope, call string, ttl time.Duration) (int, error) {
+	var n int
+	err := e.do(ctx, "add failure", sc, func(m *capacity.MemoryStore) (err error) {
 		n, err = m.AddFailure(ctx, sc, call, ttl)
 		return err
 	}, nil)
@@ -101,8 +105,9 @@ func (e *recEngine) addFailure(ctx context.Context, sc capacity.Scope, call stri
 
 // summary reads sc: its Snapshot, or with summary its Summary for call. A
 // read writes nothing.
-func (e *recEngine) summary(ctx context.Context, sc capacity.Scope, summary bool, call string) (sum capacity.Summary, err error) {
-	err = e.do(ctx, "snapshot", sc, func(m *capacity.MemoryStore) (err error) {
+func (e *recEngine) summary(ctx context.Context, sc capacity.Scope, summary bool, call string) (capacity.Summary, error) {
+	var sum capacity.Summary
+	err := e.do(ctx, "snapshot", sc, func(m *capacity.MemoryStore) (err error) {
 		if summary {
 			sum, err = m.Summary(ctx, sc, call)
 		} else {
