@@ -3,6 +3,7 @@ package capacity
 import (
 	"fmt"
 	"maps"
+	"time"
 )
 
 // A MemoryStore's scope kept elsewhere (decision 0008): a store
@@ -48,19 +49,21 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	released := st.released
 	st.released = false
 	key := sc.CredentialKey()
+	var credRestsAt time.Time
 	s.mu.Lock()
 	if _, changed := s.credsChanged[key]; changed {
 		if fields == nil {
 			fields = map[string][]byte{}
 		}
 		fields[CredentialRecord] = s.credentialRecord(key)
+		credRestsAt = s.creds[key].restsAt()
 		delete(s.credsChanged, key)
 	}
 	s.mu.Unlock()
 	// Encoded from the scope's own copy: a blob on the stack would escape.
 	st.blobCopy = st.blob()
 	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields, Announced: announced,
-		RestsAt: st.restsAt(st.last), WaitersUntil: st.waitersUntil, Released: released}
+		RestsAt: st.restsAt(st.last), WaitersUntil: st.waitersUntil, Released: released, CredentialRestsAt: credRestsAt}
 }
 
 // ScopeRecords returns every record of scope sc.

@@ -30,6 +30,10 @@ type Records struct {
 	// leases that end until then, and need not after. LoadRecords
 	// ignores it (the blob holds it).
 	WaitersUntil time.Time
+	// CredentialRestsAt is when the credential's block stops mattering,
+	// if the operations changed it (Fields holds CredentialRecord): a
+	// shared store may let it expire then. LoadRecords ignores it.
+	CredentialRestsAt time.Time
 	// Released reports that the operations released capacity (a lease
 	// settled, released or expired, a ticket released or lapsed): where it
 	// waits here, a call denied looks again (Notifier.Released), and a

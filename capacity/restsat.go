@@ -31,14 +31,17 @@ func (m *memScope) restsAt(now time.Time) time.Time {
 		}
 	}
 	t = later(t, later(m.lastExp, later(m.loweredUntil, m.keysUntil)))
-	if !m.block.Until.IsZero() {
-		end := m.block.Until
-		if m.block.HalfOpen > 0 {
-			end = end.Add(m.block.HalfOpen + tuning.HalfOpenMemory)
-		}
-		t = later(t, end)
+	return later(t, m.block.restsAt())
+}
+
+// restsAt is when block b stops mattering: its end, or for a half-open
+// block HalfOpenMemory after its half-open time (if its probe is never
+// claimed); zero for no block.
+func (b Block) restsAt() time.Time {
+	if b.Until.IsZero() || b.HalfOpen <= 0 {
+		return b.Until
 	}
-	return t
+	return b.Until.Add(b.HalfOpen + tuning.HalfOpenMemory)
 }
 
 // later returns the later of a and b.

@@ -65,6 +65,7 @@ func TestKeyLayout(t *testing.T) {
 		tag + ":recentheld:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":livesums:openai/gpt-4o%20mini/team%2Fa/eu",
 		tag + ":lapsing:openai/gpt-4o%20mini/team%2Fa/eu",
+		tag + ":rec:openai/gpt-4o%20mini/team%2Fa/eu",
 	}, k.keys)
 	require.Equal(t, tag+":n:openai/gpt-4o%20mini/team%2Fa/eu", k.channel)
 	require.Equal(t, tag+":f:openai/gpt-4o%20mini/team%2Fa/eu:", k.failure)
@@ -124,12 +125,13 @@ func TestKeyTTLs(t *testing.T) {
 	near(k.keys[keyLeases], 30*time.Second)                         // the latest lease expiry
 	near(k.keys[keyState], time.Until(l.DayReset.Next(time.Now()))) // today's count matters until the boundary
 	near(k.keys[keyCredBlock], 20*time.Second)                      // the block's end
+	near(k.tag+recCredSuffix, 20*time.Second+recSlack-slack)        // the records engine's copy of it
 	near(k.failure+"c1", 10*time.Second)                            // forgotten then
 	near(k.keys[keyFlows], time.Until(l.DayReset.Next(time.Now()))) // fair queuing lives as long as the state
 	near(k.keys[keyRecent], tuning.ReorderWindow)                   // the grants that may still be reordered
 	near(k.keys[keyLiveSums], 30*time.Second)                       // as the leases
 	near(k.keys[keyLeaseExpiries], 30*time.Second)                  // as the leases
-	require.Len(t, keys, 9, "no other keys: %v", keys)              // no ticket was booked; one group of recent grants, in the state
+	require.Len(t, keys, 10, "no other keys: %v", keys)             // no ticket was booked; one group of recent grants, in the state
 
 	// Settled, the scope matters until its bucket is full again (0.1 s) and
 	// its daily count resets (the day boundary), not until a lease expiry.

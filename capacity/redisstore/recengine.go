@@ -70,10 +70,6 @@ const recReadAtOnce = 256
 // time.
 const recSlack = 5 * time.Second
 
-// recCredTTL is how long the credential's block lives past its last write:
-// the longest block, and a half-open one's memory.
-const recCredTTL = capacity.MaxBlock + HalfOpenMemory + recSlack
-
 // recMaxConflicts is how many times a batch is decided again, each time
 // after applying what another worker wrote first, before it fails.
 const recMaxConflicts = 100
@@ -281,8 +277,9 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 		at := time.Unix(0, now)
 		release, due := recNotices(ch, at, e.s.id)
 		ttl := max(ch.RestsAt.Sub(at), 0) + recSlack
-		args := append(e.readArgs(s, strconv.FormatInt(now, 10)),
-			ch.Blob, recEntry(ch.Fields), ttl.Milliseconds(), release, due, recCredArg(ch.Fields))
+		args := e.readArgs(s, strconv.FormatInt(now, 10))
+		args[recCredTTLArg] = recCredTTL(ch, at)
+		args = append(args, ch.Blob, recEntry(ch.Fields), ttl.Milliseconds(), release, due, recCredArg(ch.Fields))
 		for name, value := range ch.Fields {
 			if name != capacity.CredentialRecord {
 				args = append(args, name, value)
@@ -303,9 +300,20 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 }
 
 // readArgs returns the exchange's first arguments: the versions s holds,
-// what (a read, a reload or a write's time) and the engine's constants.
+// what (a read, a reload or a write's time) and the engine's constants,
+// the credential block's TTL 0 (a write sets it: recCredTTLArg).
 func (e *recEngine) readArgs(s *recScope, what string) []any {
-	return []any{s.version, s.credVersion, what, recLogLength, recReadAtOnce, recRecordsPerWrite, recCredTTL.Milliseconds()}
+	return []any{s.version, s.credVersion, what, recLogLength, recReadAtOnce, recRecordsPerWrite, 0}
+}
+
+// recCredTTLArg is the index of the credential block's TTL in the
+// exchange's arguments (lua/exchange.lua: ARGV[7], 1-based).
+const recCredTTLArg = 6
+
+// recCredTTL is how long the credential's block lives after a write at
+// now that changes it (ms): until it stops mattering, and recSlack.
+func recCredTTL(ch capacity.Records, now time.Time) int64 {
+	return (max(ch.CredentialRestsAt.Sub(now), 0) + recSlack).Milliseconds()
 }
 
 // recFirstRecord is the index of the first record name in the exchange's

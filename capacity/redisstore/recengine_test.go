@@ -375,3 +375,40 @@ func TestRecordsStateLost(t *testing.T) {
 	require.True(t, res.Granted, "the scope starts again")
 	require.Equal(t, int64(1), s.Stats().Resets)
 }
+
+// TestRecordsVersionsOutliveTheirKeys: after a scope's keys expired (here:
+// are deleted) another worker writes it anew; a worker whose copy is of the
+// keys before, at the same count of writes, still reads what the other
+// wrote, because a scope's first write takes a version of Redis time.
+func TestRecordsVersionsOutliveTheirKeys(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	ctx := context.Background()
+	a, b := newRecordsStore(t, rdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "incarnations"}
+	req := func(call string) capacity.Request {
+		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}, Call: call, Attempt: 1,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
+	}
+	res, err := a.Reserve(ctx, req("a1"))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	require.NoError(t, a.Settle(ctx, res.Lease, res.Lease.Charges))
+	writes := a.Stats().Writes
+
+	keys := a.rec.scope(sc).keys
+	require.NoError(t, rdb.Del(ctx, keys[0], keys[1]).Err())
+	held, err := b.Reserve(ctx, req("b1"))
+	require.NoError(t, err)
+	require.True(t, held.Granted)
+	for i := 0; b.Stats().Writes < writes; i++ {
+		res, err := b.Reserve(ctx, req(fmt.Sprintf("b%d", i+2))) // denied: the slot is held
+		require.NoError(t, err)
+		require.False(t, res.Granted)
+	}
+	a.rec.scope(sc).touched = time.Time{} // read first, as after 20 ms
+	res, err = a.Reserve(ctx, req("a2"))
+	require.NoError(t, err)
+	require.False(t, res.Granted, "granted beside the slot the other worker holds")
+}

@@ -129,15 +129,15 @@ func (e *recEngine) summary(ctx context.Context, sc capacity.Scope, summary bool
 // Store writes beside it (Store.Block).
 func (e *recEngine) credential(ctx context.Context, name string, sc capacity.Scope, change func(m *capacity.MemoryStore, now time.Time) error) error {
 	keys := e.scope(sc).keys
-	send := func(have int64, cred string) ([]string, error) {
-		args := []any{-1, have, "cred", recLogLength, recReadAtOnce, recRecordsPerWrite, recCredTTL.Milliseconds(), "", "", "", "", "", cred}
+	send := func(have int64, cred string, ttl int64) ([]string, error) {
+		args := []any{-1, have, "cred", recLogLength, recReadAtOnce, recRecordsPerWrite, ttl, "", "", "", "", "", cred}
 		raw, err := e.pipe.send(context.WithoutCancel(ctx), keys, args)
 		if err != nil {
 			return nil, e.s.failed(ctx, name, err)
 		}
 		return raw, nil
 	}
-	raw, err := send(-1, "") // a read: no version is -1
+	raw, err := send(-1, "", 0) // a read: no version is -1
 	for range recMaxConflicts {
 		switch {
 		case err != nil:
@@ -172,11 +172,12 @@ func (e *recEngine) credential(ctx context.Context, name string, sc capacity.Sco
 		if err := change(m, now); err != nil {
 			return err
 		}
-		cred := recCredArg(m.TakeRecords(sc).Fields)
+		ch := m.TakeRecords(sc)
+		cred := recCredArg(ch.Fields)
 		if cred == "" {
 			return nil // nothing to change
 		}
-		raw, err = send(version, cred)
+		raw, err = send(version, cred, recCredTTL(ch, now))
 	}
 	return fmt.Errorf("redisstore: %s: %w: %w (the credential's block)", name, capacity.ErrStoreUnavailable, ErrConflicts)
 }

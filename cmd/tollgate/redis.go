@@ -255,15 +255,18 @@ func (f *redisFlags) empty(ctx context.Context, what, why string) *emptyError {
 // looking at a bounded number of keys (an operator's hint, not an
 // inventory). Errors give none.
 func otherPrefixes(ctx context.Context, rdb redis.UniversalClient, prefix string) []string {
-	const most = 20_000 // keys looked at, per node
+	const most = 20_000 // keys looked at, per node and kind
 	found := map[string]bool{}
-	_ = redisscan.Keys(ctx, rdb, "{*:*}:state:*", most, func(key string) {
-		// {prefix:provider/credential}:state:scope-key
-		tag, _, ok := strings.Cut(strings.TrimPrefix(key, "{"), "}")
-		if i := strings.LastIndex(tag, ":"); ok && i > 0 {
-			found[tag[:i]] = true
-		}
-	})
+	// {prefix:provider/credential}:state:scope-key, the scripts' state, or
+	// :rec:scope-key, the records engine's (capacity/redisstore/keys.go).
+	for _, kind := range []string{"state", "rec"} {
+		_ = redisscan.Keys(ctx, rdb, "{*:*}:"+kind+":*", most, func(key string) {
+			tag, _, ok := strings.Cut(strings.TrimPrefix(key, "{"), "}")
+			if i := strings.LastIndex(tag, ":"); ok && i > 0 {
+				found[tag[:i]] = true
+			}
+		})
+	}
 	delete(found, prefix)
 	out := make([]string, 0, len(found))
 	for p := range found {

@@ -20,7 +20,7 @@
 -- reads, 6 how many records a scope holds for each write its log keeps (a
 -- scope of n records keeps the last max(ARGV[4], n / ARGV[6]) writes, so
 -- that a copy of a large scope seldom reads it whole), 7 how long the
--- credential's block lives after its last write (ms); to write, then: 8 the blob, 9 the log entry,
+-- credential's block lives if this writes it (ms); to write, then: 8 the blob, 9 the log entry,
 -- 10 how long the scope's keys live (ms), 11 the release to announce on the
 -- scope's channel and 12 the tickets come due to announce on it ('' for
 -- none: notify.go reads them), 13 the credential's block ('' unchanged, '-'
@@ -42,19 +42,30 @@ local logLength, readAtOnce, recordsPerWrite = tonumber(ARGV[4]), tonumber(ARGV[
 local credTTL = ARGV[7]
 local FIRST_RECORD = 14
 
+-- nextVersion is the version a write after version cur gives: cur + 1, or
+-- for the first write since the keys expired (cur 0) Redis time in
+-- milliseconds, so that a copy of the keys before they expired never finds
+-- its version again.
+local function nextVersion(cur)
+  if cur > 0 then return cur + 1 end
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
 -- writeCredential sets the credential's block as ARGV[13] says, and
 -- returns its new version.
 local function writeCredential(cv)
   local cred = ARGV[13]
   if cred == '' then return cv end
-  redis.call('HSET', KEYS[3], 'v', cv + 1)
+  cv = nextVersion(cv)
+  redis.call('HSET', KEYS[3], 'v', cv)
   if cred == '-' then
     redis.call('HDEL', KEYS[3], 'b')
   else
     redis.call('HSET', KEYS[3], 'b', string.sub(cred, 2))
   end
   redis.call('PEXPIRE', KEYS[3], credTTL)
-  return cv + 1
+  return cv
 end
 
 local cv = tonumber(redis.call('HGET', KEYS[3], 'v') or '0')
@@ -71,7 +82,8 @@ if v == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'scripts'} end
 local write = what ~= 'read' and what ~= 'reload'
 
 if write and have == v and credHave == cv then
-  local set, del = {'v', v + 1, 'b', ARGV[8], 't', what}, {}
+  v = nextVersion(v)
+  local set, del = {'v', v, 'b', ARGV[8], 't', what}, {}
   for i = FIRST_RECORD, #ARGV, 2 do
     if ARGV[i + 1] == '' then
       del[#del + 1] = ARGV[i]
@@ -90,7 +102,7 @@ if write and have == v and credHave == cv then
   cv = writeCredential(cv)
   if ARGV[11] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[11]) end
   if ARGV[12] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[12]) end
-  return {'ok', tostring(v + 1), tostring(cv)}
+  return {'ok', tostring(v), tostring(cv)}
 end
 
 local t = redis.call('TIME')
