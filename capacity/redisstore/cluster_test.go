@@ -173,18 +173,27 @@ func TestClusterSpread(t *testing.T) {
 // store follows the MOVED redirection and finds the scope as it was (the
 // lease, the in-flight count, the same epoch: no reset), and the other
 // worker's sharded subscription, dropped by the old master, is made again on
-// the new one.
+// the new one. It runs on both engines.
 func TestClusterMoved(t *testing.T) {
 	t.Parallel()
+	for _, engine := range []Engine{EngineScripts, EngineRecords} {
+		t.Run(engine.String(), func(t *testing.T) {
+			t.Parallel()
+			testClusterMoved(t, engine)
+		})
+	}
+}
+
+func testClusterMoved(t *testing.T, engine Engine) {
 	cl := testenv.StartRedisCluster(t, clusterMasters)
 	rdb := cl.Client(t)
 	ctx := context.Background()
 	prefix := "moved"
 	sc := spreadScopes(t, rdb, prefix, 1)[0]
-	a, err := New(rdb, Options{Prefix: prefix})
+	a, err := New(rdb, Options{Prefix: prefix, Engine: engine})
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := New(cl.Client(t), Options{Prefix: prefix})
+	b, err := New(cl.Client(t), Options{Prefix: prefix, Engine: engine})
 	require.NoError(t, err)
 	defer b.Close()
 	limits := capacity.Limits{RequestsPerMinute: 600, MaxInFlight: 2}
@@ -230,14 +239,24 @@ func TestClusterMoved(t *testing.T) {
 // would. Operations on the moving slot fail with capacity.ErrStoreUnavailable
 // (TRYAGAIN: its keys are split) until it lands, never with another error;
 // the other master's scope is not disturbed (the store keeps using Redis);
-// the in-flight cap holds throughout and no state is lost.
+// the in-flight cap holds throughout and no state is lost. It runs on both
+// engines.
 func TestClusterMovedUnderLoad(t *testing.T) {
 	t.Parallel()
+	for _, engine := range []Engine{EngineScripts, EngineRecords} {
+		t.Run(engine.String(), func(t *testing.T) {
+			t.Parallel()
+			testClusterMovedUnderLoad(t, engine)
+		})
+	}
+}
+
+func testClusterMovedUnderLoad(t *testing.T, engine Engine) {
 	cl := testenv.StartRedisCluster(t, clusterMasters)
 	rdb := cl.Client(t)
 	prefix := "moving"
 	scopes := spreadScopes(t, rdb, prefix, 2)
-	s, err := New(rdb, Options{Prefix: prefix})
+	s, err := New(rdb, Options{Prefix: prefix, Engine: engine})
 	require.NoError(t, err)
 	defer s.Close()
 	limits := capacity.Limits{RequestsPerMinute: 600_000, MaxInFlight: 4}

@@ -30,8 +30,9 @@ import (
 //
 //	{P:C}:rec:K      the scope's records (hash: v version, b blob, t last write's time, records by name);
 //	                 TTL: when the scope stops mattering (capacity.Records.RestsAt) plus recSlack
-//	{P:C}:reclog:K   the last recLogLength writes' records (list); TTL: the records'
-//	{P:C}:reccred    the credential's block (hash: v version, b block); TTL: recCredTTL after its last write
+//	{P:C}:reclog:K   the last writes' records (list: recLogLength, more for a large scope); TTL: the records'
+//	{P:C}:reccred    the credential's block (hash: v version, b block); TTL: when it stops mattering
+//	                 (capacity.Records.CredentialRestsAt) plus recSlack
 //	{P:C}:n:K        the scope's channel, as the scripts': releases and tickets due
 const (
 	recInfix      = ":rec:"
