@@ -23,7 +23,12 @@ import (
 // TestMatchesMemoryStore drives the Redis store and the memory store (the
 // reference semantics) through the same random operations on the same manual
 // clock and requires the same answers and the same snapshots after every step.
-func TestMatchesMemoryStore(t *testing.T) { matchesMemoryStore(t, 6) }
+func TestMatchesMemoryStore(t *testing.T) { matchesMemoryStore(t, 6, EngineScripts) }
+
+// TestRecordsMatchMemoryStore is TestMatchesMemoryStore on two workers of
+// the records engine taking turns (but the batches of the scripts): what it
+// checks is that their copies, kept through Redis, keep one scope.
+func TestRecordsMatchMemoryStore(t *testing.T) { matchesMemoryStore(t, 6, EngineRecords) }
 
 // TestMatchesMemoryStoreBeyondTheFirstTickets is TestMatchesMemoryStore
 // with enough calls, and a step that books many at once (crowd), for more
@@ -31,11 +36,12 @@ func TestMatchesMemoryStore(t *testing.T) { matchesMemoryStore(t, 6) }
 // further back (windowed retimes, claims beyond the first) is compared
 // too.
 func TestMatchesMemoryStoreBeyondTheFirstTickets(t *testing.T) {
-	matchesMemoryStore(t, tuning.RetimeWindow+16)
+	matchesMemoryStore(t, tuning.RetimeWindow+16, EngineScripts)
 }
 
-// matchesMemoryStore runs the differential test over calls distinct calls.
-func matchesMemoryStore(t *testing.T, calls int) {
+// matchesMemoryStore runs the differential test over calls distinct calls,
+// on engine.
+func matchesMemoryStore(t *testing.T, calls int, engine Engine) {
 	t.Parallel()
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
@@ -44,14 +50,23 @@ func matchesMemoryStore(t *testing.T, calls int) {
 		run++
 		clock := capacitytest.NewManualClock(storetest.Epoch)
 		// prefix:run, so that deleteKeys(prefix) finds every run's keys.
-		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock})
+		opts := Options{Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock, Engine: engine}
+		rs, err := New(rdb, opts)
 		require.NoError(rt, err)
-		defer func() { _ = rs.Close() }()
+		defer rs.Close()
+		var store capacity.Store = rs
+		if engine == EngineRecords {
+			other, err := New(rdb, opts)
+			require.NoError(rt, err)
+			defer other.Close()
+			store, rs = &recPair{a: rs, b: other}, nil // no batches of the scripts
+		}
 		m := &diffModel{
 			calls: calls,
 			clock: clock,
 			mem:   capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock}),
-			rs:    rs,
+			rs:    store,
+			lua:   rs,
 			memL:  map[string]capacity.Lease{},
 			rsL:   map[string]capacity.Lease{},
 
@@ -102,7 +117,8 @@ type diffModel struct {
 	calls     int // distinct calls: c0, c1, ...
 	clock     *capacitytest.ManualClock
 	mem       capacity.Store
-	rs        *Store
+	rs        capacity.Store
+	lua       *Store // rs, on the scripts (their batches); nil on the records engine
 	limits    capacity.Limits
 	on        [capacity.NumDimensions]bool // which dimensions are limited
 	memL, rsL map[string]capacity.Lease    // live leases by call, as each store granted them
@@ -300,8 +316,11 @@ func drawFinal(t *rapid.T, le capacity.Lease) capacity.Charges {
 // same as if each ran alone. (A batch's releases leave the tickets' retime
 // to its next operation of another kind: the answers must not show it.)
 func (m *diffModel) batch(t *rapid.T) {
+	if m.lua == nil {
+		t.Skip()
+	}
 	ctx := context.Background()
-	k := m.rs.keysFor(diffScope)
+	k := m.lua.keysFor(diffScope)
 	type sent struct {
 		req    capacity.Request // a reserve's
 		memRes capacity.Reservation
@@ -313,7 +332,7 @@ func (m *diffModel) batch(t *rapid.T) {
 		if rapid.IntRange(0, 3).Draw(t, "batch-observe") == 0 {
 			o, ob := m.drawObservation(t)
 			items = append(items, sent{memErr: m.mem.Observe(ctx, diffScope, o)})
-			ops = append(ops, m.rs.observeOp(ctx, k, ob))
+			ops = append(ops, m.lua.observeOp(ctx, k, ob))
 			continue
 		}
 		if rapid.IntRange(0, 3).Draw(t, "batch-release") == 0 {
@@ -323,13 +342,13 @@ func (m *diffModel) batch(t *rapid.T) {
 				le, rle = a, b
 			}
 			items = append(items, sent{memErr: m.mem.Release(ctx, le)})
-			ops = append(ops, m.rs.releaseOp(ctx, k, rle))
+			ops = append(ops, m.lua.releaseOp(ctx, k, rle))
 			continue
 		}
 		if a, b, ok := m.pick(t); ok && rapid.Bool().Draw(t, "batch-settle") {
 			final := drawFinal(t, a)
 			items = append(items, sent{memErr: m.mem.Settle(ctx, a, final)})
-			ops = append(ops, m.rs.settleOp(ctx, k, b, final))
+			ops = append(ops, m.lua.settleOp(ctx, k, b, final))
 			continue
 		}
 		req := m.drawRequest(t)
@@ -338,12 +357,12 @@ func (m *diffModel) batch(t *rapid.T) {
 			continue // refused before any batch
 		}
 		items = append(items, sent{req: req, memRes: res, memErr: err})
-		ops = append(ops, m.rs.reserveOp(ctx, k, req))
+		ops = append(ops, m.lua.reserveOp(ctx, k, req))
 	}
 	if len(ops) == 0 {
 		t.Skip()
 	}
-	runOps(m.rs, k, ops)
+	runOps(m.lua, k, ops)
 	for i, o := range ops {
 		it := items[i]
 		if o.code != opReserve { // a settle, a release or an observe
