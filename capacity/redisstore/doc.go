@@ -51,15 +51,16 @@
 // the Store keeps (decision 0008): the rules are then written once, in Go.
 // Redis holds each scope's records (its leases, tickets, flows, failures and
 // the rest, each a hash field, and a blob of what the scope holds by value)
-// and a log of its last 16 writes. One script of 66 lines of Lua,
-// lua/exchange.lua, writes the records a batch of the worker's operations
-// changed if the scope is still at the version the copy holds, or returns
-// what the copy missed; the copy applies it and decides the batch again. So
-// a batch costs Redis one script call on a current copy and two when another
-// worker wrote first, and no script walks a queue: the work in Redis grows
-// with what the batch changed, not with the calls waiting, the tickets booked
-// or the leases ended lately. A copy further behind than the log reads every
-// record, 256 at a time (HSCAN) for a large scope.
+// and a log of its last writes (16, more for a large scope). One script of
+// 83 lines of Lua, lua/exchange.lua, writes the records a batch of the
+// worker's operations changed if the scope is still at the version the copy
+// holds, or returns what the copy missed; the copy applies it and decides
+// the batch again. So a batch costs Redis one script call on a current copy
+// and two when another worker wrote first, and no script walks a queue: the
+// work in Redis grows with what the batch changed, not with the calls
+// waiting, the tickets booked or the leases ended lately. A copy further
+// behind than the log reads every record, 256 at a time (HSCAN) for a large
+// scope.
 //
 // Its semantics are the memory store's, in the time each worker estimates
 // Redis's to be: the last TIME it read plus the time elapsed since, never

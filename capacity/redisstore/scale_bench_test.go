@@ -133,7 +133,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	}
 	reps, srv := run.run(b, 0)
 	var (
-		casCommits, casConflicts                                int64
+		casCommits, casConflicts, reloads                       int64
 		grants, extra, waitNS, cmds, scripts, reserves, settles int64
 		clientCPU                                               int64
 		lat, steady, at                                         []int64
@@ -143,6 +143,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 		grants += int64(len(r.Grants))
 		casCommits += r.CASCommits
 		casConflicts += r.CASConflicts
+		reloads += r.Reloads
 		at = append(at, r.Grants...)
 		lat = append(lat, r.ReserveNS...)
 		steady = append(steady, r.SteadyNS...)
@@ -217,8 +218,8 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	b.Logf("  after the window, every waiting caller cancelled (releasing its ticket): %v", srv.shutdown)
 	b.Logf("  the %d client processes' CPU over the window: %.2f cores (the machine has %d)", run.procs, f["clients-cpu-cores"], runtime.NumCPU())
 	if casCommits > 0 {
-		b.Logf("  compare-and-set prototype: %d writes applied, %d found another version (%.1f%%)",
-			casCommits, casConflicts, 100*float64(casConflicts)/float64(casCommits+casConflicts))
+		b.Logf("  writes of the compare-and-set prototype or the records engine: %d applied, %d found another version (%.1f%%); %d copies read whole",
+			casCommits, casConflicts, 100*float64(casConflicts)/float64(casCommits+casConflicts), reloads)
 	}
 }
 

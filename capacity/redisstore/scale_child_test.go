@@ -129,6 +129,8 @@ type scaleReport struct {
 	// CASCommits and CASConflicts count the write scripts that applied and
 	// that found another version (TOLLGATE_SCALE_STORE=cas or records).
 	CASCommits, CASConflicts int64
+	// Reloads counts the copies read whole (TOLLGATE_SCALE_STORE=records).
+	Reloads int64
 	// Admitted and Denied count grants and denials (ManyScopes).
 	Admitted, Denied int64
 	// ReserveNS are the durations of every Reserve call started in the
@@ -386,7 +388,7 @@ func TestScaleChild(t *testing.T) {
 		rep.CASCommits, rep.CASConflicts = cas.Commits.Load(), cas.Conflicts.Load()
 	}
 	if os.Getenv(scaleEnvStore) == "records" {
-		rep.CASCommits, rep.CASConflicts = s.Stats().Writes, s.Stats().Conflicts
+		rep.CASCommits, rep.CASConflicts, rep.Reloads = s.Stats().Writes, s.Stats().Conflicts, s.Stats().Reloads
 	}
 	for _, c := range cs {
 		r := c.rep
