@@ -383,13 +383,22 @@ func TestClusterErrors(t *testing.T) {
 // 4 worker processes, each on its own *redis.ClusterClient, share three
 // scopes whose credentials live on three different masters, and every
 // scope keeps the conformance invariant, the in-flight cap and the
-// utilization target.
+// utilization target. It runs on both engines.
 func TestClusterMultiProcess(t *testing.T) {
 	if os.Getenv(envRole) == "worker" {
 		mpWorker(t)
 		return
 	}
 	t.Parallel()
+	for _, engine := range []Engine{EngineScripts, EngineRecords} {
+		t.Run(engine.String(), func(t *testing.T) {
+			t.Parallel()
+			testClusterMultiProcess(t, engine)
+		})
+	}
+}
+
+func testClusterMultiProcess(t *testing.T, engine Engine) {
 	cl := testenv.StartRedisCluster(t, clusterMasters)
 	rdb := cl.Client(t)
 	prefix := "multiproc"
@@ -401,7 +410,11 @@ func TestClusterMultiProcess(t *testing.T) {
 	}
 	require.Len(t, owners, clusterMasters)
 	t.Logf("credentials %v on masters %v", credentials, cl.Addrs())
-	runMultiProcess(t, "^TestClusterMultiProcess$", rdb, prefix, credentials, map[string]string{envCluster: strings.Join(cl.Addrs(), ",")})
+	env := map[string]string{envCluster: strings.Join(cl.Addrs(), ",")}
+	if engine == EngineRecords {
+		env[envEngine] = "records"
+	}
+	runMultiProcess(t, "^TestClusterMultiProcess$", rdb, prefix, credentials, env)
 }
 
 // subscribed returns a waiter of s on sc once s's subscription to sc's
