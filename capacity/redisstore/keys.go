@@ -92,8 +92,10 @@ type scopeKeys struct {
 	batch    batcher
 	day      atomic.Pointer[dayBounds] // the last day boundaries computed
 	// onRecords is set while this Store last found the scope held by the
-	// records engine (recroute.go).
-	onRecords atomic.Bool
+	// records engine, and onScriptsAt is when it last found it held by
+	// the scripts (unix ns; recroute.go).
+	onRecords   atomic.Bool
+	onScriptsAt atomic.Int64
 }
 
 func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {

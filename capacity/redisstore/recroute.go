@@ -3,6 +3,7 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -36,14 +37,23 @@ func isOnRecords(err error) bool {
 	return errors.As(err, &rerr) && redis.HasErrorPrefix(rerr, onRecordsPrefix)
 }
 
+// scriptsMemory is how long a Store on the records engine that found the
+// scripts holding a scope sends its operations on the scope straight to
+// them, rather than to the exchange first: a busy scope the scripts hold
+// costs it one round trip an operation, not two, and one whose state
+// expired (which takes seconds of rest) is found so at its next operation.
+const scriptsMemory = time.Second
+
 // route runs an operation on sc with the engine that holds the scope:
 // records or scripts, first the one this Store starts scopes with (or the
-// one it last found holding sc), then, if that one says the other holds it,
-// the other. A scope that moves between the engines more often than that
-// fails the operation with capacity.ErrStoreUnavailable (a wait).
+// one it last found holding sc, the scripts for scriptsMemory), then, if
+// that one says the other holds it, the other. A scope that moves between
+// the engines more often than that fails the operation with
+// capacity.ErrStoreUnavailable (a wait).
 func (s *Store) route(sc capacity.Scope, records, scripts func() error) error {
 	k := s.keysFor(sc)
-	onRecords := s.opts.Engine == EngineRecords || k.onRecords.Load()
+	onScripts := time.Since(time.Unix(0, k.onScriptsAt.Load())) < scriptsMemory
+	onRecords := k.onRecords.Load() || s.opts.Engine == EngineRecords && !onScripts
 	for range 3 {
 		var err error
 		if onRecords {
@@ -54,6 +64,7 @@ func (s *Store) route(sc capacity.Scope, records, scripts func() error) error {
 		switch {
 		case onRecords && errors.Is(err, errOnScripts):
 			k.onRecords.Store(false)
+			k.onScriptsAt.Store(time.Now().UnixNano())
 		case !onRecords && errors.Is(err, errOnRecords):
 			k.onRecords.Store(true)
 		default:

@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
@@ -51,7 +53,11 @@ func TestEnginesHandOver(t *testing.T) {
 	scripts, err := New(rdb, Options{Prefix: prefix})
 	require.NoError(t, err)
 	defer scripts.Close()
-	records := newRecordsStore(t, rdb, prefix, nil)
+	recRdb := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+	defer recRdb.Close()
+	exchanges := &pipelineCounter{}
+	recRdb.AddHook(exchanges)
+	records := newRecordsStore(t, recRdb, prefix, nil)
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "handover"}
 	req := func(call string) capacity.Request {
 		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}, Call: call, Attempt: 1,
@@ -69,12 +75,14 @@ func TestEnginesHandOver(t *testing.T) {
 	require.True(t, res.Granted)
 	require.NoError(t, records.Settle(ctx, res.Lease, res.Lease.Charges))
 	require.Zero(t, records.Stats().Writes, "the records engine wrote nothing while the scripts held the scope")
+	require.EqualValues(t, 1, exchanges.n.Load(), "once it found the scripts holding the scope, it sent them its operations")
 
 	// The scripts' state expires (here: is deleted) once it stops
 	// mattering: the next worker to touch the scope, on the records
 	// engine, gives it records, and the scripts' worker follows.
 	k := scripts.keysFor(sc)
 	require.NoError(t, rdb.Del(ctx, k.keys[keyEpoch+1:keyRecords]...).Err())
+	records.keysFor(sc).onScriptsAt.Store(0) // scriptsMemory later
 	held, err = records.Reserve(ctx, req("c"))
 	require.NoError(t, err)
 	require.True(t, held.Granted)
@@ -99,4 +107,21 @@ func TestEnginesHandOver(t *testing.T) {
 	res, err = scripts.Reserve(ctx, req("d"))
 	require.NoError(t, err)
 	require.True(t, res.Granted)
+}
+
+// pipelineCounter counts the records engine's exchanges a client sends.
+type pipelineCounter struct{ n atomic.Int64 }
+
+func (c *pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (c *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (c *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if args := cmd.Args(); len(args) > 1 && cmd.Name() == "evalsha" && args[1] == recExchange.Hash() {
+				c.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
