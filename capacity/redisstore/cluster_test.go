@@ -410,10 +410,7 @@ func testClusterMultiProcess(t *testing.T, engine Engine) {
 	}
 	require.Len(t, owners, clusterMasters)
 	t.Logf("credentials %v on masters %v", credentials, cl.Addrs())
-	env := map[string]string{envCluster: strings.Join(cl.Addrs(), ",")}
-	if engine == EngineRecords {
-		env[envEngine] = "records"
-	}
+	env := map[string]string{envCluster: strings.Join(cl.Addrs(), ","), envEngine: engine.String()}
 	runMultiProcess(t, "^TestClusterMultiProcess$", rdb, prefix, credentials, env)
 }
 

@@ -53,19 +53,19 @@ func TestCrashReclaimsLeases(t *testing.T) {
 		return
 	}
 	t.Parallel()
-	for _, engine := range []string{"scripts", "records"} {
-		t.Run(engine, func(t *testing.T) { testCrashReclaimsLeases(t, engine) })
+	for _, engine := range []Engine{EngineScripts, EngineRecords} {
+		t.Run(engine.String(), func(t *testing.T) { testCrashReclaimsLeases(t, engine) })
 	}
 }
 
 // testCrashReclaimsLeases is TestCrashReclaimsLeases on engine.
-func testCrashReclaimsLeases(t *testing.T, engine string) {
+func testCrashReclaimsLeases(t *testing.T, engine Engine) {
 	t.Parallel() // its own prefix; asserted on Redis time, as orders
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
-	holder := child(t, "^TestCrashReclaimsLeases$", map[string]string{envRole: "crash-holder", envPrefix: prefix, envLog: ready, envEngine: engine})
+	holder := child(t, "^TestCrashReclaimsLeases$", map[string]string{envRole: "crash-holder", envPrefix: prefix, envLog: ready, envEngine: engine.String()})
 	require.NoError(t, holder.Start())
 	defer func() { _ = holder.Process.Kill() }()
 	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, 20*time.Second, 10*time.Millisecond,
@@ -75,7 +75,7 @@ func testCrashReclaimsLeases(t *testing.T, engine string) {
 	for p := range crashWaiters {
 		log := filepath.Join(dir, fmt.Sprintf("waiter-%d.log", p))
 		waiters = append(waiters, log)
-		cmd := child(t, "^TestCrashReclaimsLeases$", map[string]string{envRole: "crash-waiter", envPrefix: prefix, envProc: strconv.Itoa(p), envLog: log, envEngine: engine})
+		cmd := child(t, "^TestCrashReclaimsLeases$", map[string]string{envRole: "crash-waiter", envPrefix: prefix, envProc: strconv.Itoa(p), envLog: log, envEngine: engine.String()})
 		require.NoError(t, cmd.Start())
 		defer func() {
 			if err := cmd.Wait(); err != nil {
@@ -83,11 +83,7 @@ func testCrashReclaimsLeases(t *testing.T, engine string) {
 			}
 		}()
 	}
-	o := Options{Prefix: prefix}
-	if engine == "records" {
-		o.Engine = EngineRecords
-	}
-	s, err := New(rdb, o)
+	s, err := New(rdb, Options{Prefix: prefix, Engine: engine})
 	require.NoError(t, err)
 	defer s.Close()
 	time.Sleep(time.Second) // the waiters are denied and park

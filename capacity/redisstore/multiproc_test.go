@@ -32,15 +32,17 @@ const (
 	envLog     = "TOLLGATE_MP_LOG"
 	envCluster = "TOLLGATE_MP_CLUSTER" // Cluster node addresses, comma-separated; unset: the test Redis
 	envScopes  = "TOLLGATE_MP_SCOPES"  // the scopes' credentials, comma-separated
-	envEngine  = "TOLLGATE_MP_ENGINE"  // "records" for EngineRecords; unset: the default
+	envEngine  = "TOLLGATE_MP_ENGINE"  // Engine's name (scripts, records); unset: the default
 )
 
 // childOptions returns the Options of a child process: its prefix, and its
 // engine.
 func childOptions() Options {
 	o := Options{Prefix: os.Getenv(envPrefix)}
-	if os.Getenv(envEngine) == "records" {
-		o.Engine = EngineRecords
+	if name := os.Getenv(envEngine); name != "" {
+		if err := o.Engine.UnmarshalText([]byte(name)); err != nil {
+			panic(err) // the parent test set it
+		}
 	}
 	return o
 }
@@ -83,22 +85,13 @@ func TestMultiProcess(t *testing.T) {
 		t.Skip("10 s run")
 	}
 	t.Parallel() // its own prefix; what it asserts is counted on Redis time
-	rdb := testClient(t)
-	runMultiProcess(t, "^TestMultiProcess$", rdb, testPrefix(t, rdb), []string{"multiproc"}, nil)
-}
-
-// TestMultiProcessRecords is TestMultiProcess on the records engine.
-func TestMultiProcessRecords(t *testing.T) {
-	if os.Getenv(envRole) == "worker" {
-		mpWorker(t)
-		return
+	for _, engine := range []Engine{EngineScripts, EngineRecords} {
+		t.Run(engine.String(), func(t *testing.T) {
+			t.Parallel()
+			rdb := testClient(t)
+			runMultiProcess(t, "^TestMultiProcess$", rdb, testPrefix(t, rdb), []string{"multiproc"}, map[string]string{envEngine: engine.String()})
+		})
 	}
-	if testing.Short() {
-		t.Skip("10 s run")
-	}
-	t.Parallel()
-	rdb := testClient(t)
-	runMultiProcess(t, "^TestMultiProcessRecords$", rdb, testPrefix(t, rdb), []string{"multiproc"}, map[string]string{envEngine: "records"})
 }
 
 // runMultiProcess starts mpProcs worker processes (this test binary, running
