@@ -252,7 +252,9 @@
 // of the scope in each worker, and a waiter that is granted with room left
 // wakes the next, so a thousand waiting calls cost Redis about one call per
 // release. Releases are published only while some caller may be waiting: no
-// later than the last RetryAt the scope handed out.
+// later than the last RetryAt the scope handed out. On the records engine a
+// release wakes every local waiter of the scope, whose calls one batch
+// decides.
 //
 // It implements capacity.TicketNotifier on the same channel: a script that
 // brings booked tickets well forward (a refund, a higher report, a released
