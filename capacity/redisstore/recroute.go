@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -73,4 +74,30 @@ func (s *Store) route(sc capacity.Scope, records, scripts func() error) error {
 		onRecords = !onRecords
 	}
 	return fmt.Errorf("%w: scope %s moved between the engines on every try", capacity.ErrStoreUnavailable, k.scopeKey)
+}
+
+// EngineOf reports which engine holds scope sc: the scripts or the records
+// engine, whichever has its state; ok is false for a scope with neither (it
+// rests). For operators (tollgate status), not the admission path.
+func (s *Store) EngineOf(ctx context.Context, sc capacity.Scope) (engine Engine, ok bool, err error) {
+	if err := sc.Validate(); err != nil {
+		return 0, false, err
+	}
+	k := s.keysFor(sc)
+	var scripts, records *redis.IntCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		scripts = p.Exists(ctx, k.keys[keyState])
+		records = p.Exists(ctx, k.keys[keyRecords])
+		return nil
+	})
+	if err != nil {
+		return 0, false, s.failed(ctx, "engine of", err)
+	}
+	switch {
+	case records.Val() > 0:
+		return EngineRecords, true, nil
+	case scripts.Val() > 0:
+		return EngineScripts, true, nil
+	}
+	return 0, false, nil
 }

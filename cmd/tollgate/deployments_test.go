@@ -23,10 +23,17 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
-// blockScope puts state and a cooldown on sc in the store on rdb.
+// blockScope puts state and a cooldown on sc in the store on rdb, on the
+// scripts.
 func blockScope(t *testing.T, rdb redis.UniversalClient, prefix string, sc capacity.Scope) {
 	t.Helper()
-	store, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	blockScopeOn(t, rdb, redisstore.EngineScripts, prefix, sc)
+}
+
+// blockScopeOn is blockScope on engine.
+func blockScopeOn(t *testing.T, rdb redis.UniversalClient, engine redisstore.Engine, prefix string, sc capacity.Scope) {
+	t.Helper()
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Engine: engine})
 	require.NoError(t, err)
 	defer store.Close()
 	ctx := context.Background()
@@ -38,8 +45,14 @@ func blockScope(t *testing.T, rdb redis.UniversalClient, prefix string, sc capac
 }
 
 // statusAndUnblock runs status -json and unblock -json with conn and
-// checks that they see and lift sc's block.
+// checks that they see and lift sc's block, on the scripts.
 func statusAndUnblock(t *testing.T, conn []string, sc capacity.Scope, mode string) {
+	t.Helper()
+	statusAndUnblockOn(t, conn, sc, mode, redisstore.EngineScripts)
+}
+
+// statusAndUnblockOn is statusAndUnblock for a scope engine holds.
+func statusAndUnblockOn(t *testing.T, conn []string, sc capacity.Scope, mode string, engine redisstore.Engine) {
 	t.Helper()
 	ctx := context.Background()
 	var out, errOut bytes.Buffer
@@ -49,6 +62,7 @@ func statusAndUnblock(t *testing.T, conn []string, sc capacity.Scope, mode strin
 	assert.Equal(t, mode, rep.Source.Mode)
 	require.Len(t, rep.Scopes, 1)
 	assert.Equal(t, sc.Key(), rep.Scopes[0].Scope)
+	assert.Equal(t, engine.String(), rep.Scopes[0].Engine)
 	require.Len(t, rep.Scopes[0].Blocks, 1)
 
 	out.Reset()
@@ -57,6 +71,28 @@ func statusAndUnblock(t *testing.T, conn []string, sc capacity.Scope, mode strin
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
 	require.Len(t, res.Lifted, 1)
 	assert.True(t, strings.HasPrefix(res.Lifted[0], "cooldown"))
+}
+
+// TestStatusOnTheRecordsEngine: status names the engine that holds a
+// scope, and status and unblock (whose store starts new scopes on the
+// scripts) see and lift a block on a scope the records engine holds.
+func TestStatusOnTheRecordsEngine(t *testing.T) {
+	rdb := testenv.RedisClient(t)
+	prefix := fmt.Sprintf("status-engine-%d", time.Now().UnixNano())
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}
+	blockScopeOn(t, rdb, redisstore.EngineRecords, prefix, sc)
+	conn := []string{"-redis", rdb.Options().Addr, "-prefix", prefix}
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitOK, run(context.Background(), append([]string{"status"}, conn...), &out, &errOut), errOut.String())
+	var row []string // the scope's row of the first table
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); row == nil && len(f) > 1 && f[0] == sc.Key() {
+			row = f
+		}
+	}
+	require.NotNil(t, row, "no row for %s in:\n%s", sc.Key(), out.String())
+	assert.Equal(t, "records", row[1], "the ENGINE column")
+	statusAndUnblockOn(t, conn, sc, "single", redisstore.EngineRecords)
 }
 
 // status and unblock on a Redis Cluster (a one-node cluster owning every

@@ -15,7 +15,10 @@ import (
 
 // scopeStatus is one scope's line of `tollgate status`.
 type scopeStatus struct {
-	Scope      string             `json:"scope"`
+	Scope string `json:"scope"`
+	// Engine is the store's engine that holds the scope: "scripts" or
+	// "records" (redisstore.Store.EngineOf); "" when not known.
+	Engine     string             `json:"engine,omitempty"`
 	Levels     map[string]float64 `json:"levels"`     // level per limited dimension
 	Capacities map[string]float64 `json:"capacities"` // bucket size or daily allowance
 	// Reported are the dimensions whose limit is the one the provider
@@ -88,6 +91,7 @@ type statusReport struct {
 const statusUsage = `usage: tollgate status [flags]
 
 Shows every scope with state in the Redis store under -prefix, read-only:
+the engine that holds it (scripts or records: redisstore.Options.Engine),
 each budget's level against its capacity (a negative level is debt or
 booked tickets), calls in flight, booked tickets and how far ahead the last
 one is due (QUEUE), blocks in force (a cooldown after a 429, an exhausted
@@ -156,7 +160,15 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if err != nil {
 				return rep, fmt.Errorf("snapshot of %s: %w", sc.Key(), err)
 			}
-			rep.Scopes = append(rep.Scopes, statusOf(snap, names))
+			st := statusOf(snap, names)
+			engine, ok, err := store.EngineOf(ctx, sc)
+			if err != nil {
+				return rep, fmt.Errorf("engine of %s: %w", sc.Key(), err)
+			}
+			if ok {
+				st.Engine = engine.String()
+			}
+			rep.Scopes = append(rep.Scopes, st)
 		}
 		if len(pools) > 0 {
 			if rep.Pools, err = poolsOf(ctx, store, scopes, pools); err != nil {
@@ -325,7 +337,7 @@ func printStatus(w io.Writer, lines []scopeStatus) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCOPE\tBUDGETS (level/capacity)\tIN FLIGHT\tTICKETS\tQUEUE\tBLOCKS")
+	fmt.Fprintln(tw, "SCOPE\tENGINE\tBUDGETS (level/capacity)\tIN FLIGHT\tTICKETS\tQUEUE\tBLOCKS")
 	for _, l := range lines {
 		var budgets []string
 		for _, d := range capacity.Dimensions() {
@@ -345,7 +357,11 @@ func printStatus(w io.Writer, lines []scopeStatus) error {
 		if blocks == "" {
 			blocks = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\n", l.Scope, strings.Join(budgets, " "), flight, l.Tickets, l.QueueAge.Round(time.Millisecond), blocks)
+		engine := l.Engine
+		if engine == "" {
+			engine = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\n", l.Scope, engine, strings.Join(budgets, " "), flight, l.Tickets, l.QueueAge.Round(time.Millisecond), blocks)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
