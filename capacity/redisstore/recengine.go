@@ -247,7 +247,7 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 	ctx := context.Background()
 	if s.copy == nil || time.Since(s.touched) > recFreshFor {
 		// Likely stale: read what the copy missed before deciding.
-		if err := e.exchange(ctx, s, e.readArgs(s, "read")); err != nil {
+		if err := e.exchange(ctx, s, s.args("read")); err != nil {
 			return err
 		}
 	}
@@ -267,7 +267,7 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 			// Nothing to write (a read): done if the copy was current,
 			// else decide again on what it missed.
 			version, cred := s.version, s.credVersion
-			if err := e.exchange(ctx, s, e.readArgs(s, "read")); err != nil {
+			if err := e.exchange(ctx, s, s.args("read")); err != nil {
 				return err
 			}
 			if s.version == version && s.credVersion == cred {
@@ -278,12 +278,13 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 		at := time.Unix(0, now)
 		release, due := recNotices(ch, at, e.s.id)
 		ttl := max(ch.RestsAt.Sub(at), 0) + recSlack
-		args := e.readArgs(s, strconv.FormatInt(now, 10))
-		args[recCredTTLArg] = recCredTTL(ch, at)
-		args = append(args, ch.Blob, recEntry(ch.Fields), ttl.Milliseconds(), release, due, recCredArg(ch.Fields))
+		args := s.args(strconv.FormatInt(now, 10))
+		args.credTTL = recCredTTL(ch, at)
+		args.blob, args.entry, args.ttl = ch.Blob, recEntry(ch.Fields), ttl.Milliseconds()
+		args.release, args.due, args.cred = release, due, recCredArg(ch.Fields)
 		for name, value := range ch.Fields {
 			if name != capacity.CredentialRecord {
-				args = append(args, name, value)
+				args.names, args.values = append(args.names, name), append(args.values, value)
 			}
 		}
 		if err := e.exchange(ctx, s, args); err != nil {
@@ -300,26 +301,17 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 	return fmt.Errorf("%w (%d tries)", ErrConflicts, recMaxConflicts)
 }
 
-// readArgs returns the exchange's first arguments: the versions s holds,
-// what (a read, a reload or a write's time) and the engine's constants,
-// the credential block's TTL 0 (a write sets it: recCredTTLArg).
-func (e *recEngine) readArgs(s *recScope, what string) []any {
-	return []any{s.version, s.credVersion, what, recLogLength, recReadAtOnce, recRecordsPerWrite, 0}
+// args returns the exchange's arguments for what (a read, a reload or a
+// write's time) on s: the versions it holds; a write adds the rest.
+func (s *recScope) args(what string) *recArgs {
+	return &recArgs{have: s.version, credHave: s.credVersion, what: what}
 }
-
-// recCredTTLArg is the index of the credential block's TTL in the
-// exchange's arguments (lua/exchange.lua: ARGV[7], 1-based).
-const recCredTTLArg = 6
 
 // recCredTTL is how long the credential's block lives after a write at
 // now that changes it (ms): until it stops mattering, and recSlack.
 func recCredTTL(ch capacity.Records, now time.Time) int64 {
 	return (max(ch.CredentialRestsAt.Sub(now), 0) + recSlack).Milliseconds()
 }
-
-// recFirstRecord is the index of the first record name in the exchange's
-// arguments (lua/exchange.lua: ARGV[14], 1-based).
-const recFirstRecord = 13
 
 // now is s's estimate of Redis's time (unix ns): the last TIME read plus
 // the time elapsed since, never before the scope's last write.
@@ -341,8 +333,8 @@ func (e *recEngine) wakeLocal(s *recScope, release string, due []string) {
 // exchange runs the exchange script with args and applies its reply: the
 // new versions, or what the copy missed (args names the records the batch
 // changed, whose values it reads back).
-func (e *recEngine) exchange(ctx context.Context, s *recScope, args []any) error {
-	raw, err := e.pipe.send(ctx, s.keys, args)
+func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) error {
+	raw, err := e.pipe.send(ctx, s.keys, args.list())
 	if err != nil {
 		return err
 	}
@@ -402,12 +394,11 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args []any) error
 			recs.Fields[m.body[i]] = []byte(m.body[i+1])
 		}
 	}
-	names := args[min(recFirstRecord, len(args)):]
-	if len(m.asked)*2 != len(names) {
-		return fmt.Errorf("%w: exchange: %d values for %d records", ErrBadReply, len(m.asked), len(names)/2)
+	if len(m.asked) != len(args.names) {
+		return fmt.Errorf("%w: exchange: %d values for %d records", ErrBadReply, len(m.asked), len(args.names))
 	}
 	for i, v := range m.asked {
-		name := names[2*i].(string)
+		name := args.names[i]
 		if v == "" {
 			recs.Fields[name] = nil
 		} else {
@@ -460,7 +451,7 @@ func (e *recEngine) reload(ctx context.Context, s *recScope, v int64) error {
 			}
 		}
 		s.version = v
-		raw, err := e.pipe.send(ctx, s.keys, e.readArgs(s, "reload"))
+		raw, err := e.pipe.send(ctx, s.keys, s.args("reload").list())
 		if err != nil {
 			return err
 		}

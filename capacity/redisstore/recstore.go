@@ -130,8 +130,8 @@ func (e *recEngine) summary(ctx context.Context, sc capacity.Scope, summary bool
 func (e *recEngine) credential(ctx context.Context, name string, sc capacity.Scope, change func(m *capacity.MemoryStore, now time.Time) error) error {
 	keys := e.scope(sc).keys
 	send := func(have int64, cred string, ttl int64) ([]string, error) {
-		args := []any{-1, have, "cred", recLogLength, recReadAtOnce, recRecordsPerWrite, ttl, "", "", "", "", "", cred}
-		raw, err := e.pipe.send(context.WithoutCancel(ctx), keys, args)
+		args := &recArgs{have: -1, credHave: have, what: "cred", credTTL: ttl, cred: cred}
+		raw, err := e.pipe.send(context.WithoutCancel(ctx), keys, args.list())
 		if err != nil {
 			return nil, e.s.failed(ctx, name, err)
 		}

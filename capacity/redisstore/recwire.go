@@ -11,6 +11,38 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 )
 
+// recArgs are the exchange's arguments by name: list gives them in the
+// order lua/exchange.lua reads them into its locals of the same names.
+// What one does not send is left zero.
+type recArgs struct {
+	have, credHave int64  // the versions of the scope and of the credential's block the copy holds (-1: none)
+	what           string // "read", "reload", "cred", or a write's decision time (unix ns)
+	credTTL        int64  // how long the credential's block lives if this writes it (ms)
+
+	// A write's: the blob, the log entry, how long the scope's keys live
+	// (ms), the messages to publish (recNotices), the credential's block
+	// (recCredArg), and the changed records, each name with its value
+	// (nil deletes).
+	blob         []byte
+	entry        string
+	ttl          int64
+	release, due string
+	cred         string
+	names        []string
+	values       [][]byte
+}
+
+// list returns the arguments in the script's order, with the engine's
+// constants.
+func (a *recArgs) list() []any {
+	args := []any{a.have, a.credHave, a.what, recLogLength, recReadAtOnce, recRecordsPerWrite, a.credTTL,
+		a.blob, a.entry, a.ttl, a.release, a.due, a.cred}
+	for i, name := range a.names {
+		args = append(args, name, a.values[i])
+	}
+	return args
+}
+
 // recMissed is the exchange's reply to a copy that missed writes
 // (lua/exchange.lua).
 type recMissed struct {

@@ -40,7 +40,8 @@
 local have, credHave, what = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local logLength, readAtOnce, recordsPerWrite = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local credTTL = ARGV[7]
-local FIRST_RECORD = 14
+local blob, entry, ttl, release, due, cred = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13]
+local FIRST_RECORD = 14 -- the changed records' names and values follow
 
 -- nextVersion is the version a write after version cur gives: cur + 1, or
 -- for the first write since the keys expired (cur 0) Redis time in
@@ -52,10 +53,9 @@ local function nextVersion(cur)
   return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
--- writeCredential sets the credential's block as ARGV[13] says, and
--- returns its new version.
+-- writeCredential sets the credential's block as cred says, and returns
+-- its new version.
 local function writeCredential(cv)
-  local cred = ARGV[13]
   if cred == '' then return cv end
   cv = nextVersion(cv)
   redis.call('HSET', KEYS[3], 'v', cv)
@@ -83,7 +83,7 @@ local write = what ~= 'read' and what ~= 'reload'
 
 if write and have == v and credHave == cv then
   v = nextVersion(v)
-  local set, del = {'v', v, 'b', ARGV[8], 't', what}, {}
+  local set, del = {'v', v, 'b', blob, 't', what}, {}
   for i = FIRST_RECORD, #ARGV, 2 do
     if ARGV[i + 1] == '' then
       del[#del + 1] = ARGV[i]
@@ -94,14 +94,14 @@ if write and have == v and credHave == cv then
   end
   redis.call('HSET', KEYS[1], unpack(set))
   if #del > 0 then redis.call('HDEL', KEYS[1], unpack(del)) end
-  redis.call('RPUSH', KEYS[2], ARGV[9])
+  redis.call('RPUSH', KEYS[2], entry)
   local keep = math.max(logLength, math.floor(redis.call('HLEN', KEYS[1]) / recordsPerWrite))
   redis.call('LTRIM', KEYS[2], -keep, -1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[10])
-  redis.call('PEXPIRE', KEYS[2], ARGV[10])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
   cv = writeCredential(cv)
-  if ARGV[11] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[11]) end
-  if ARGV[12] ~= '' then redis.call('SPUBLISH', KEYS[4], ARGV[12]) end
+  if release ~= '' then redis.call('SPUBLISH', KEYS[4], release) end
+  if due ~= '' then redis.call('SPUBLISH', KEYS[4], due) end
   return {'ok', tostring(v), tostring(cv)}
 end
 
@@ -127,9 +127,9 @@ if have ~= v then
     end
   end
 end
-local blob = got[1] or ''
-if mode == 'same' and what == 'read' then blob = '' end -- current: nothing to apply
-local out = {'missed', t[1], t[2], tostring(v), got[2] or '0', mode, blob, tostring(cv),
+local storedBlob = got[1] or ''
+if mode == 'same' and what == 'read' then storedBlob = '' end -- current: nothing to apply
+local out = {'missed', t[1], t[2], tostring(v), got[2] or '0', mode, storedBlob, tostring(cv),
   redis.call('HGET', KEYS[3], 'b') or '', tostring(#body)}
 for _, x in ipairs(body) do out[#out + 1] = x end
 for i = 3, #got do out[#out + 1] = got[i] or '' end
