@@ -51,7 +51,7 @@ func TestACLUser(t *testing.T) {
 // run as the user too.
 func lapses(t *testing.T, rdb *redis.Client) {
 	clock := capacitytest.NewManualClock(time.Now())
-	s, err := New(rdb, Options{Clock: clock})
+	s, err := New(rdb, Options{Engine: EngineScripts, Clock: clock})
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()
@@ -79,7 +79,7 @@ func testACLUser(t *testing.T, rules string, functions bool) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "tollgate", Password: "s3cret"})
 	defer rdb.Close()
-	s, err := New(rdb, Options{})
+	s, err := New(rdb, Options{Engine: EngineScripts})
 	require.NoError(t, err)
 	defer s.Close()
 	ch, stop := s.Released(keysScope)
@@ -124,7 +124,7 @@ func testACLUser(t *testing.T, rules string, functions bool) {
 	require.Equal(t, !functions, commandCalls(stats, "evalsha_ro") > 0, "EVALSHA_RO ran (Snapshot):\n%s", stats)
 	require.Equal(t, !functions, s.functions.off.Load(), "functions turned off")
 	// Outside its prefix the user can do nothing.
-	other, err := New(rdb, Options{Prefix: "other"})
+	other, err := New(rdb, Options{Engine: EngineScripts, Prefix: "other"})
 	require.NoError(t, err)
 	defer other.Close()
 	_, err = other.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "c", Attempt: 1, Charges: oneCharge()})

@@ -16,7 +16,7 @@ import (
 // once, and the others their own), and a settle in between is applied.
 func TestBatchMixedLimits(t *testing.T) {
 	t.Parallel()
-	s, _ := newTestStore(t, Options{})
+	s, _ := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	k := s.keysFor(keysScope)
 	// The tight limits meter output tokens (~8 at once), which the roomy
@@ -168,7 +168,7 @@ type marksScope struct {
 
 func newMarksScope(t *testing.T) marksScope {
 	t.Helper()
-	s, rdb := newTestStore(t, Options{})
+	s, rdb := newTestStore(t, Options{Engine: EngineScripts})
 	m := marksScope{
 		s: s, rdb: rdb, k: s.keysFor(keysScope),
 		limits: capacity.Limits{RequestsPerMinute: 600, TokensPerMinute: 6000, MaxInFlight: 100},

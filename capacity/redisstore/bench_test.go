@@ -168,7 +168,7 @@ type admitOp func(i int) (time.Duration, error)
 // response's headers after the settle, as the activity interceptor does
 // for every call whose response carried rate-limit headers.
 func reserveSettleOp(b *testing.B, rdb *redis.Client, observe bool) admitOp {
-	s, err := New(rdb, Options{Prefix: testPrefix(b, rdb)})
+	s, err := New(rdb, Options{Engine: EngineScripts, Prefix: testPrefix(b, rdb)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func (c skewedClock) NewTimer(d time.Duration) capacity.Timer {
 func TestBlockFromASlowWorkerClock(t *testing.T) {
 	t.Parallel()
 	for _, credential := range []bool{false, true} {
-		s, rdb := newTestStore(t, Options{})
+		s, rdb := newTestStore(t, Options{Engine: EngineScripts})
 		s.local = skewedClock{by: -3 * time.Second}
 		ctx := context.Background()
 		l := capacity.Limits{RequestsPerMinute: 60}
@@ -56,7 +56,7 @@ func TestBlockFromASlowWorkerClock(t *testing.T) {
 func TestSnapshotWritesNothing(t *testing.T) {
 	t.Parallel()
 	clock := capacitytest.NewManualClock(storetest.Epoch)
-	s, rdb := newTestStore(t, Options{Clock: clock})
+	s, rdb := newTestStore(t, Options{Engine: EngineScripts, Clock: clock})
 	ctx := context.Background()
 	l := capacity.Limits{RequestsPerMinute: 60, Burst: time.Second, SafetyMargin: 1}
 	req := func(call string, book bool) capacity.Request {

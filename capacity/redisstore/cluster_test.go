@@ -40,7 +40,7 @@ func TestCluster(t *testing.T) {
 	var stores []*Store
 	var mu sync.Mutex
 	factory := func(t *testing.T, clock capacity.Clock) capacity.Store {
-		s, err := New(rdb, Options{Prefix: "cluster-" + t.Name(), Clock: clock})
+		s, err := New(rdb, Options{Engine: EngineScripts, Prefix: "cluster-" + t.Name(), Clock: clock})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		mu.Lock()
@@ -77,10 +77,10 @@ func TestClusterSpread(t *testing.T) {
 	prefix := "spread"
 	scopes := spreadScopes(t, rdb, prefix, clusterMasters)
 	ctx := context.Background()
-	a, err := New(rdb, Options{Prefix: prefix})
+	a, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := New(cl.Client(t), Options{Prefix: prefix}) // another worker, its own connections
+	b, err := New(cl.Client(t), Options{Engine: EngineScripts, Prefix: prefix}) // another worker, its own connections
 	require.NoError(t, err)
 	defer b.Close()
 	limits := capacity.Limits{RequestsPerMinute: 600, MaxInFlight: 1}
@@ -369,7 +369,7 @@ func TestClusterErrors(t *testing.T) {
 		{"a script error", cluster, redisError("ERR user_script:1: oops"), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(tc.rdb, Options{})
+			s, err := New(tc.rdb, Options{Engine: EngineScripts})
 			require.NoError(t, err)
 			got := s.failed(context.Background(), "reserve", tc.err)
 			require.ErrorIs(t, got, tc.err)

@@ -13,7 +13,7 @@ func TestContract(t *testing.T) {
 	t.Parallel()
 	rdb := testClient(t)
 	factory := func(t *testing.T, clock capacity.Clock) capacity.Store {
-		s, err := New(rdb, Options{Prefix: testPrefix(t, rdb), Clock: clock})
+		s, err := New(rdb, Options{Engine: EngineScripts, Prefix: testPrefix(t, rdb), Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,10 @@
 // Package redisstore is a capacity.Store held in Redis: every worker on every
 // machine that uses the same Redis and prefix shares one budget per quota
-// scope, and every decision is one atomic Lua script in Redis time.
+// scope. By default a worker decides each operation with
+// capacity.MemoryStore's rules on its copy of the scope's records, and one
+// short Lua script writes what changed, atomically, if no other worker wrote
+// first (The records engine, below); with Options.Engine EngineScripts every
+// decision is one atomic Lua script in Redis time (The scripts).
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379"})
 //	store, err := redisstore.New(rdb, redisstore.Options{})
@@ -46,8 +50,8 @@
 //
 // # The records engine
 //
-// Options.Engine EngineRecords decides every operation in the worker
-// instead, with capacity.MemoryStore's rules, on a copy of the scope that
+// Options.Engine EngineRecords, the default, decides every operation in the
+// worker, with capacity.MemoryStore's rules, on a copy of the scope that
 // the Store keeps (decision 0008): the rules are then written once, in Go.
 // Redis holds each scope's records (its leases, tickets, flows, failures and
 // the rest, each a hash field, and a blob of what the scope holds by value)
@@ -75,12 +79,16 @@
 // the scope's slot, a scope the other holds (the exchange replies that the
 // scripts hold it; a script fails with TGRECORDS rather than give a state to
 // a scope that has records), and the Store runs the operation with the
-// other. So workers of this version share one budget per scope whatever
-// their Engine, and a Prefix moves to the records engine with a rolling
-// deploy: first this version everywhere, then Engine set. Scripts of 6.3 and
-// earlier do not refuse: a scope the engine holds gets a second budget from
-// such a worker, so do not set Engine while one runs. A busy scope moves
-// when it first rests: when its state of the scripts expires (Keys and
+// other. So workers of scripts 6.4 and later share one budget per scope
+// whatever their Engine, and a rolling deploy from 6.4 to this version, or
+// back, keeps one budget. Scripts of 6.3 and earlier do not refuse: a scope
+// the engine holds gets a second budget from such a worker. So from 6.3 or
+// earlier, either deploy this version with Engine EngineScripts and drop it
+// in a later deploy, once no 6.3 worker runs, or upgrade in one step: stop
+// every 6.3 worker, then start this version's; a scope 6.3 left a state to
+// stays on this version's scripts, its calls in flight held once
+// (TestUpgradeFromScripts63InOneStep). A busy scope moves when it first
+// rests: when its state of the scripts expires (Keys and
 // their lifetime, below). A credential-wide block is written where both engines
 // read it; while a credential's scopes are on both, a half-open one lets one
 // probe through on each. Learned call sizes,

@@ -33,8 +33,8 @@ func TestTicketDueAcrossWorkers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := capacitytest.NewManualClock(storetest.Epoch)
-			settler, _ := newTestStore(t, Options{Clock: clock})
-			waiter, err := New(testClient(t), Options{Prefix: settler.opts.Prefix, Clock: clock})
+			settler, _ := newTestStore(t, Options{Engine: EngineScripts, Clock: clock})
+			waiter, err := New(testClient(t), Options{Engine: EngineScripts, Prefix: settler.opts.Prefix, Clock: clock})
 			require.NoError(t, err)
 			t.Cleanup(func() { waiter.Close() })
 			ctx := context.Background()

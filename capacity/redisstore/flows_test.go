@@ -21,7 +21,7 @@ import (
 // flows still ahead of it.
 func TestIdleFlowsForgottenAFewAtATime(t *testing.T) {
 	clock := capacitytest.NewManualClock(time.Now().Truncate(time.Second))
-	rs, _ := newTestStore(t, Options{Clock: clock})
+	rs, _ := newTestStore(t, Options{Engine: EngineScripts, Clock: clock})
 	ms := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: clock})
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "flows"}

@@ -100,7 +100,7 @@ func requireTTL(t *testing.T, want, got, elapsed time.Duration, msgAndArgs ...an
 // has no TTL. Nothing that traffic does keeps a key alive past its state.
 func TestKeyTTLs(t *testing.T) {
 	t.Parallel()
-	s, rdb := newTestStore(t, Options{})
+	s, rdb := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	began := time.Now()
 	prefix := s.opts.Prefix
@@ -166,7 +166,7 @@ func TestKeyTTLs(t *testing.T) {
 // eviction) starts the scope at the burst level, and counts the reset.
 func TestStateLost(t *testing.T) {
 	t.Parallel()
-	s, rdb := newTestStore(t, Options{})
+	s, rdb := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: 3 * time.Second} // 3 at once, 1/s
 	reserve := func(call string) capacity.Reservation {
@@ -222,7 +222,7 @@ func TestNoteEpoch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 			defer rdb.Close()
-			s, err := New(rdb, Options{})
+			s, err := New(rdb, Options{Engine: EngineScripts})
 			require.NoError(t, err)
 			k := s.keysFor(keysScope)
 			for _, r := range tc.replies {
@@ -243,7 +243,7 @@ func TestCorruptState(t *testing.T) {
 		"state of a stray": "\x02" + strings.Repeat("x", 40),
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, rdb := newTestStore(t, Options{})
+			s, rdb := newTestStore(t, Options{Engine: EngineScripts})
 			ctx := context.Background()
 			l := capacity.Limits{RequestsPerMinute: 60}
 			_, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge()})
@@ -262,7 +262,7 @@ func TestCorruptState(t *testing.T) {
 // version does not know is refused with an error, never guessed at.
 func TestOtherStateFormat(t *testing.T) {
 	t.Parallel()
-	s, rdb := newTestStore(t, Options{})
+	s, rdb := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	l := capacity.Limits{RequestsPerMinute: 60, SafetyMargin: 1, Burst: 2 * time.Second} // 2 at once
 	reserve := func(call string) (capacity.Reservation, error) {
@@ -293,7 +293,7 @@ func TestOtherStateFormat(t *testing.T) {
 // bytes (the state stores it as a zero-terminated string).
 func TestBlockDetailStored(t *testing.T) {
 	t.Parallel()
-	s, _ := newTestStore(t, Options{})
+	s, _ := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	l := capacity.Limits{RequestsPerMinute: 60}
 	_, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge()})
@@ -311,7 +311,7 @@ func TestBlockDetailStored(t *testing.T) {
 // expired, not held by a count of leases nothing lists.
 func TestLeaseKeysExpiredFreeEverySlot(t *testing.T) {
 	t.Parallel()
-	s, rdb := newTestStore(t, Options{})
+	s, rdb := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	k := s.keysFor(keysScope)
 	l := capacity.Limits{MaxInFlight: 2, RequestsPerMinute: 6000, SafetyMargin: 1}

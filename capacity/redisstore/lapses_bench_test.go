@@ -26,7 +26,7 @@ func BenchmarkLapses(b *testing.B) {
 		for _, n := range []int{100, 1000} {
 			b.Run(fmt.Sprintf("%s=%d", kind, n), func(b *testing.B) {
 				clock := capacitytest.NewManualClock(time.Now().Truncate(time.Second))
-				s, rdb := newTestStore(b, Options{Clock: clock})
+				s, rdb := newTestStore(b, Options{Engine: EngineScripts, Clock: clock})
 				ctx := context.Background()
 				l := capacity.Limits{RequestsPerMinute: 600} // 50 at once: the rest book
 				if kind == "leases" {

@@ -35,7 +35,7 @@ func TestLapsesInSeveralScripts(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		clock := capacitytest.NewManualClock(storetest.Epoch)
-		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock, TicketGrace: grace})
+		rs, err := New(rdb, Options{Engine: EngineScripts, Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock, TicketGrace: grace})
 		require.NoError(rt, err)
 		defer func() { _ = rs.Close() }()
 		m := &diffModel{
@@ -141,8 +141,8 @@ func TestLapsesInSeveralScripts(t *testing.T) {
 func TestLapsingLinksAcrossVersions(t *testing.T) {
 	clock := capacitytest.NewManualClock(storetest.Epoch)
 	grace := time.Second
-	newer, rdb := newTestStore(t, Options{Clock: clock, TicketGrace: grace})
-	older, err := New(rdb, Options{Prefix: newer.opts.Prefix, Clock: clock, TicketGrace: grace})
+	newer, rdb := newTestStore(t, Options{Engine: EngineScripts, Clock: clock, TicketGrace: grace})
+	older, err := New(rdb, Options{Engine: EngineScripts, Prefix: newer.opts.Prefix, Clock: clock, TicketGrace: grace})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = older.Close() })
 	older.scripts, err = loadScripts(os.DirFS("testdata/scripts-v6.2"), ".")
@@ -190,7 +190,7 @@ func TestReclaimBeforeDeciding(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		clock := capacitytest.NewManualClock(storetest.Epoch)
-		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock, TicketGrace: grace})
+		rs, err := New(rdb, Options{Engine: EngineScripts, Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock, TicketGrace: grace})
 		require.NoError(rt, err)
 		defer func() { _ = rs.Close() }()
 		m := &diffModel{

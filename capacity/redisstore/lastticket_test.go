@@ -30,7 +30,7 @@ func TestLastTicketAmongTheLatest(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		clock := capacitytest.NewManualClock(storetest.Epoch)
-		rs, err := New(rdb, Options{Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock})
+		rs, err := New(rdb, Options{Engine: EngineScripts, Prefix: fmt.Sprintf("%s:%d", prefix, run), Clock: clock})
 		require.NoError(rt, err)
 		defer func() { _ = rs.Close() }()
 		m := &diffModel{

@@ -18,7 +18,7 @@ func TestLearnerContract(t *testing.T) {
 	t.Parallel()
 	rdb := testClient(t)
 	storetest.RunLearner(t, func(t *testing.T, clock capacity.Clock) capacity.Learner {
-		s, err := New(rdb, Options{Prefix: testPrefix(t, rdb), Clock: clock})
+		s, err := New(rdb, Options{Engine: EngineScripts, Prefix: testPrefix(t, rdb), Clock: clock})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		return s
@@ -29,7 +29,7 @@ func TestLearnerContract(t *testing.T) {
 // prompts), with a TTL, and is listed by LearnedScopes.
 func TestLearnedKeys(t *testing.T) {
 	t.Parallel()
-	s, rdb := newTestStore(t, Options{})
+	s, rdb := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a", Region: "eu"}
 	began, redisBefore := time.Now(), redisNow(t, rdb)
@@ -105,7 +105,7 @@ func TestParseLearned(t *testing.T) {
 
 // BenchmarkLearn is one settled call's sample: one script round trip.
 func BenchmarkLearn(b *testing.B) {
-	s, _ := newTestStore(b, Options{})
+	s, _ := newTestStore(b, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a"}
 	b.ReportAllocs()
@@ -121,7 +121,7 @@ func BenchmarkLearn(b *testing.B) {
 // BenchmarkLearned is a worker's read of a (scope, kind), at most once per
 // Learning.Refresh: two HGETALLs in one pipeline.
 func BenchmarkLearned(b *testing.B) {
-	s, _ := newTestStore(b, Options{})
+	s, _ := newTestStore(b, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "claude-sonnet-4-5", Credential: "team-a"}
 	for i := range int64(2000) {

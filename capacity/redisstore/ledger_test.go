@@ -17,7 +17,7 @@ func TestLedgerContract(t *testing.T) {
 	t.Parallel()
 	rdb := testClient(t)
 	storetest.RunLedger(t, func(t *testing.T, clock capacity.Clock) ledger.Ledger {
-		s, err := New(rdb, Options{Prefix: testPrefix(t, rdb), Clock: clock})
+		s, err := New(rdb, Options{Engine: EngineScripts, Prefix: testPrefix(t, rdb), Clock: clock})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		return s
@@ -30,7 +30,7 @@ func TestLedgerKeys(t *testing.T) {
 	t.Parallel()
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
-	s, err := New(rdb, Options{Prefix: prefix})
+	s, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "team-a"}

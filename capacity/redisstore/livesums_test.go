@@ -116,7 +116,7 @@ func TestLiveSums(t *testing.T) {
 		t.Run(fmt.Sprintf("second=%d,leases=%d", tt.first+1, tt.leases), func(t *testing.T) {
 			start := time.Now().Truncate(time.Second)
 			redisClock, memClock := capacitytest.NewManualClock(start), capacitytest.NewManualClock(start)
-			rs, _ := newTestStore(t, Options{Clock: redisClock})
+			rs, _ := newTestStore(t, Options{Engine: EngineScripts, Clock: redisClock})
 			ms := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: memClock})
 			ctx := context.Background()
 			sc := liveSumsScope
@@ -231,7 +231,7 @@ func TestLiveSums(t *testing.T) {
 // stay one while leases live, are deleted when the last ends, and are
 // flat again after.
 func TestLiveSumsInBatches(t *testing.T) {
-	s, _ := newTestStore(t, Options{})
+	s, _ := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	l := capacity.Limits{TokensPerMinute: 6_000_000, RequestsPerMinute: 600_000, SafetyMargin: 1}
 	at := func(calls []string, do func(call string) error) {
@@ -293,10 +293,10 @@ func TestLiveSumsAcrossVersions(t *testing.T) {
 	prefix := testPrefix(t, rdb)
 	previous, err := loadScripts(os.DirFS("testdata/scripts-v6.1"), ".")
 	require.NoError(t, err)
-	older, err := New(rdb, Options{Prefix: prefix})
+	older, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	older.scripts = previous
-	newer, err := New(rdb, Options{Prefix: prefix})
+	newer, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
 	ctx := context.Background()

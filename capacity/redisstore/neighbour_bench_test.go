@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -41,11 +40,8 @@ func benchmarkNeighbour(b *testing.B, burst time.Duration) {
 	run.burst = burst
 	rdb := redis.NewClient(&redis.Options{Addr: run.addr})
 	b.Cleanup(func() { _ = rdb.Close() })
-	opts := redisstore.Options{Prefix: run.prefix}
-	if os.Getenv(scaleEnvStore) == "records" { // the neighbour on the same engine as the hot scope
-		opts.Engine = redisstore.EngineRecords
-	}
-	s, err := redisstore.New(rdb, opts)
+	// The neighbour on the same engine as the hot scope.
+	s, err := redisstore.New(rdb, redisstore.Options{Prefix: run.prefix, Engine: scaleEngine(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,8 +85,8 @@ func benchmarkNeighbour(b *testing.B, burst time.Duration) {
 	for k, v := range f {
 		b.ReportMetric(v, k)
 	}
-	b.Logf("Neighbour: one call every %v on an idle scope beside a hot scope (%d callers over %d processes, %s), %.0f s on %s",
-		neighbourEvery, run.callers, run.procs, scaleBucket(burst), secs, run.addr)
+	b.Logf("Neighbour (%s): one call every %v on an idle scope beside a hot scope (%d callers over %d processes, %s), %.0f s on %s",
+		scaleStoreName(b), neighbourEvery, run.callers, run.procs, scaleBucket(burst), secs, run.addr)
 	b.Logf("  neighbour Reserve (%d calls): p50 %.0f µs, p99 %.0f µs, max %.0f µs", len(lat), f["neighbour-p50-us"], f["neighbour-p99-us"], f["neighbour-max-us"])
 	b.Logf("  hot scope: %.1f grants/s; Redis CPU busy %.1f%% of one core; longest command %v", f["hot-grants/s"], 100*f["redis-cpu-busy"], srv.slowest)
 }

@@ -35,7 +35,8 @@ type notifier struct {
 	queues sync.Map // scope key -> *waitQueue
 	// perRelease is how many of a scope's waiters a release message wakes:
 	// 1 with the scripts, whose grants pass the wake-up on while room is
-	// left (Reserve); every one (-1) with the records engine.
+	// left (Reserve); a batch's worth (recWakePerRelease) with the records
+	// engine.
 	perRelease int
 
 	mu     sync.Mutex

@@ -23,7 +23,7 @@ func closed(ch <-chan struct{}) bool {
 // takes a waiter off the queue.
 func TestReleasedWakesTheHead(t *testing.T) {
 	t.Parallel()
-	s, _ := newTestStore(t, Options{})
+	s, _ := newTestStore(t, Options{Engine: EngineScripts})
 	ctx := context.Background()
 	l := capacity.Limits{RequestsPerMinute: 600, MaxInFlight: 1}
 	res, err := s.Reserve(ctx, capacity.Request{Scope: keysScope, Limits: l, Call: "a", Attempt: 1, Charges: oneCharge()})
@@ -60,8 +60,8 @@ func TestReleasedWakesTheHead(t *testing.T) {
 // another, through sharded pub/sub.
 func TestReleasedAcrossWorkers(t *testing.T) {
 	t.Parallel()
-	a, rdb := newTestStore(t, Options{})
-	b, err := New(rdb, Options{Prefix: a.opts.Prefix})
+	a, rdb := newTestStore(t, Options{Engine: EngineScripts})
+	b, err := New(rdb, Options{Engine: EngineScripts, Prefix: a.opts.Prefix})
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()

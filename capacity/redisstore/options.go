@@ -45,18 +45,21 @@ func (p FailurePolicy) String() string {
 type Engine int
 
 const (
-	// EngineScripts starts each new scope on the scripts (lua/), which
-	// decide each operation in Redis. It is the default.
-	EngineScripts Engine = iota
 	// EngineRecords starts each new scope on the records engine, which
 	// decides each operation in the worker, with the memory store's rules,
 	// on a copy of the scope that one short script keeps in step with the
 	// scope's records in Redis (decision 0008): a batch of a worker's
 	// operations on a scope costs Redis one script call that writes what
-	// changed, or two when another worker wrote first. A scope keeps the
-	// engine that holds its state until it rests, whatever the Engine of
-	// the workers that use it (the package doc, The records engine).
-	EngineRecords
+	// changed, or two when another worker wrote first. It is the default.
+	// A scope keeps the engine that holds its state until it rests,
+	// whatever the Engine of the workers that use it (the package doc, The
+	// records engine).
+	EngineRecords Engine = iota
+	// EngineScripts starts each new scope on the scripts (lua/), which
+	// decide each operation in Redis. It was the default until this
+	// version; set it while workers of scripts 6.3 or earlier share the
+	// Prefix (the package doc, The records engine).
+	EngineScripts
 )
 
 func (e Engine) String() string {
@@ -79,7 +82,7 @@ func (e Engine) MarshalText() ([]byte, error) {
 
 // UnmarshalText sets e from its name, for flags and configuration files.
 func (e *Engine) UnmarshalText(text []byte) error {
-	for _, v := range []Engine{EngineScripts, EngineRecords} {
+	for _, v := range []Engine{EngineRecords, EngineScripts} {
 		if string(text) == v.String() {
 			*e = v
 			return nil
@@ -117,7 +120,7 @@ type Options struct {
 	// production the Redis server is the one clock every worker agrees on.
 	Clock capacity.Clock
 	// Engine is the engine the store starts a new scope on. If zero,
-	// EngineScripts.
+	// EngineRecords.
 	Engine Engine
 	// Logger receives warnings: Redis unreachable, state found lost. If nil,
 	// nothing is logged.

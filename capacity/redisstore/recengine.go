@@ -56,6 +56,12 @@ const (
 // (Reserve p99 55-66 ms after the first second; 256: 10-34 ms).
 const recBatchMax = 256
 
+// recWakePerRelease is how many of a scope's local waiters a release wakes
+// on a records Store: one batch's worth, decided together; the rest wait
+// on for their tickets, their retry times or the next release. Waking every
+// one cost a batch per 256 waiters for each release.
+const recWakePerRelease = recBatchMax
+
 // recFreshFor is how long after its last exchange a copy is taken to be
 // current: a batch on a copy older than that reads what it missed first,
 // rather than deciding on it and being refused.
@@ -323,7 +329,7 @@ func (s *recScope) now() int64 {
 // announced (other workers' are woken by the message on the channel).
 func (e *recEngine) wakeLocal(s *recScope, release string, due []string) {
 	if release != "" {
-		e.s.notify.wake(s.scopeKey, -1)
+		e.s.notify.wake(s.scopeKey, recWakePerRelease)
 	}
 	if len(due) > 0 {
 		e.s.notify.ticketsDue(s.scopeKey, due)
@@ -364,7 +370,7 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) er
 	if m.mode == "far" {
 		return e.reload(ctx, s, m.version)
 	}
-	if s.copy != nil && m.mode == "same" && m.blob == "" { // a read of a current copy
+	if s.copy != nil && m.mode == "same" && m.blob == "" && args.what == "read" { // a read of a current copy
 		if m.credVersion == s.credVersion {
 			return nil
 		}
@@ -375,6 +381,11 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) er
 		// A copy afresh: the first, one past the log, or of a scope never
 		// written (what a refused batch changed goes with the old one).
 		e.freshCopy(s)
+		if m.blob == "" {
+			// What a batch that changes nothing leaves: a read or an
+			// Unblock of a scope never written writes nothing.
+			s.blob = s.copy.TakeRecords(s.sc).Blob
+		}
 	}
 	s.version, s.credVersion = m.version, m.credVersion
 	recs := capacity.Records{Fields: map[string][]byte{capacity.CredentialRecord: m.cred}}

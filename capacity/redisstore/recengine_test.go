@@ -412,3 +412,46 @@ func TestRecordsVersionsOutliveTheirKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Granted, "granted beside the slot the other worker holds")
 }
+
+// TestRecordsReadOfAScopeNeverUsedWritesNothing: reading a scope no worker
+// wrote, or lifting its block, leaves Redis without its records, as the
+// scripts leave it without a state (`tollgate status` lists only scopes in
+// use).
+func TestRecordsReadOfAScopeNeverUsedWritesNothing(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	s := newRecordsStore(t, rdb, prefix, nil)
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "never-used"}
+	_, err := s.Snapshot(ctx, sc)
+	require.NoError(t, err)
+	_, err = s.Summary(ctx, sc, "c1")
+	require.NoError(t, err)
+	require.NoError(t, s.Unblock(ctx, sc, false))
+	require.Zero(t, rdb.Exists(ctx, s.rec.scope(sc).keys[0]).Val(), "records written")
+	scopes, err := s.Scopes(ctx)
+	require.NoError(t, err)
+	require.Empty(t, scopes)
+}
+
+// TestRecordsRefusedFirstWriteDecidesAfresh: a scope never written whose
+// credential's block another worker changes between this worker's read and
+// its first write: the write is refused, and the batch is decided again on
+// a fresh copy, not on the copy that holds what the refused batch did (a
+// failure was counted twice).
+func TestRecordsRefusedFirstWriteDecidesAfresh(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	a, b := newRecordsStore(t, rdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "refused"}
+	other := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o-mini", Credential: "refused"}
+	_, err := a.Snapshot(ctx, sc) // a's copy: the scope never written
+	require.NoError(t, err)
+	require.NoError(t, b.Block(ctx, other, capacity.Block{Reason: capacity.Cooldown, Credential: true, Until: time.Now().Add(time.Minute)}))
+	n, err := a.AddFailure(ctx, sc, "call-1", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the refused batch's failure counted again")
+}

@@ -23,7 +23,7 @@ import (
 func TestRecentGrantGroups(t *testing.T) {
 	start := time.Now().Truncate(time.Second)
 	redisClock, memClock := capacitytest.NewManualClock(start), capacitytest.NewManualClock(start)
-	rs, _ := newTestStore(t, Options{Clock: redisClock})
+	rs, _ := newTestStore(t, Options{Engine: EngineScripts, Clock: redisClock})
 	ms := capacity.NewMemoryStore(capacity.MemoryOptions{Clock: memClock})
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "recent"}

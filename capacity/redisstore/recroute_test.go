@@ -22,7 +22,7 @@ func TestEnginesShareOneBudget(t *testing.T) {
 	rdb := testClient(t)
 	factory := func(t *testing.T, clock capacity.Clock) capacity.Store {
 		prefix := testPrefix(t, rdb)
-		scripts, err := New(rdb, Options{Prefix: prefix, Clock: clock})
+		scripts, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix, Clock: clock})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = scripts.Close() })
 		return &recPair{a: scripts, b: newRecordsStore(t, rdb, prefix, clock)}
@@ -50,7 +50,7 @@ func TestEnginesHandOver(t *testing.T) {
 	rdb := testClient(t)
 	prefix := testPrefix(t, rdb)
 	ctx := context.Background()
-	scripts, err := New(rdb, Options{Prefix: prefix})
+	scripts, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	defer scripts.Close()
 	recRdb := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})

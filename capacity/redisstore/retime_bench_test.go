@@ -25,7 +25,7 @@ import (
 func BenchmarkRetime(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
-			s, _ := newTestStore(b, Options{})
+			s, _ := newTestStore(b, Options{Engine: EngineScripts})
 			ctx := context.Background()
 			l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Second} // 1,000 tokens/s
 			sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "retime"}
@@ -61,7 +61,7 @@ func BenchmarkRetime(b *testing.B) {
 func BenchmarkReportRaises(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
-			s, _ := newTestStore(b, Options{})
+			s, _ := newTestStore(b, Options{Engine: EngineScripts})
 			ctx := context.Background()
 			l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Second} // 1,000 tokens/s
 			sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "raise"}
@@ -96,7 +96,7 @@ func BenchmarkReportRaises(b *testing.B) {
 // each MetricsInterval) does not.
 func BenchmarkSnapshot(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
-		s, _ := newTestStore(b, Options{})
+		s, _ := newTestStore(b, Options{Engine: EngineScripts})
 		ctx := context.Background()
 		l := capacity.Limits{TokensPerMinute: 60000, SafetyMargin: 1, Burst: time.Second} // 1,000 tokens/s
 		sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "snapshot"}
@@ -134,7 +134,7 @@ func BenchmarkSnapshot(b *testing.B) {
 func BenchmarkBookings(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
-			s, rdb := newTestStore(b, Options{})
+			s, rdb := newTestStore(b, Options{Engine: EngineScripts})
 			ctx := context.Background()
 			l := capacity.Limits{RequestsPerMinute: 12000} // BenchmarkHotScope's, at the default bucket
 			sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "bookings"}
@@ -208,7 +208,7 @@ func fcallMicros(b *testing.B, rdb *redis.Client) int64 {
 func BenchmarkReports(b *testing.B) {
 	for _, n := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
-			s, rdb := newTestStore(b, Options{})
+			s, rdb := newTestStore(b, Options{Engine: EngineScripts})
 			ctx := context.Background()
 			l := capacity.Limits{TokensPerMinute: 1 << 40, RequestsPerMinute: 1 << 30}
 			sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "m", Credential: "reports"}

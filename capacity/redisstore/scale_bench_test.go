@@ -203,8 +203,8 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	if shape.reportHold > 0 {
 		hold, settle = shape.reportHold, settle+", then report the answer's headers"
 	}
-	b.Logf("HotScope: %d processes × %d callers (%d in all), 200 grants/s budget with %s, hold %v, %s, %.0f s on %s",
-		run.procs, run.callers/run.procs, run.callers, scaleBucket(burst), hold, settle, secs, run.addr)
+	b.Logf("HotScope (%s): %d processes × %d callers (%d in all), 200 grants/s budget with %s, hold %v, %s, %.0f s on %s",
+		scaleStoreName(b), run.procs, run.callers/run.procs, run.callers, scaleBucket(burst), hold, settle, secs, run.addr)
 	b.Logf("  grants: %d = %.1f/s; per 1-s window %v (min %d, max %d after the burst window)", grants, g/secs, perSec, lo, hi)
 	b.Logf("  Reserve latency (inside Store.Reserve, %d calls): p50 %.0f µs, p99 %.0f µs; after the first second (every caller arriving at once): p99 %.0f µs",
 		len(lat), f["reserve-p50-us"], f["reserve-p99-us"], f["steady-p99-us"])
@@ -282,8 +282,8 @@ func benchmarkManyScopes(b *testing.B, burst time.Duration) {
 	for k, v := range f {
 		b.ReportMetric(v, k)
 	}
-	b.Logf("ManyScopes: %d scopes, %d processes × %d goroutines, 100 calls/s per scope with %s, %.0f s on %s",
-		scopes, run.procs, run.callers/run.procs, scaleBucket(burst), secs, run.addr)
+	b.Logf("ManyScopes (%s): %d scopes, %d processes × %d goroutines, 100 calls/s per scope with %s, %.0f s on %s",
+		scaleStoreName(b), scopes, run.procs, run.callers/run.procs, scaleBucket(burst), secs, run.addr)
 	b.Logf("  admitted %d = %.0f/s, denied %.0f/s; Reserve p50 %.0f µs, p99 %.0f µs; %.2f client round trips per admitted call (%.2f script calls, %.1f operations each)",
 		admitted, f["admitted/s"], f["denied/s"], f["reserve-p50-us"], f["reserve-p99-us"], f["rt/admitted"], float64(scripts)/float64(admitted), float64(reserves+settles)/float64(scripts))
 	b.Logf("  Redis CPU busy %.1f%% of one core; server commands %d (%s)", 100*f["redis-cpu-busy"], srv.commands, srv.top)

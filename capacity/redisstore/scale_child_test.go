@@ -41,14 +41,36 @@ const (
 	// hold each grant that long instead of scaleHold, and report each
 	// answer's rate-limit headers after settling (scaleReportObs).
 	scaleEnvReportHold = "TOLLGATE_SCALE_REPORT_HOLD"
-	// scaleEnvStore, set to "cas", runs the scopes on the compare-and-set
-	// prototype (casproto_test.go) instead of the Redis store; set to
-	// "records", on the Redis store with Options.Engine EngineRecords.
+	// scaleEnvStore, set to "scripts" or "records", runs the scopes on the
+	// Redis store with that Options.Engine (unset: the default, records);
+	// set to "cas", on the compare-and-set prototype (casproto_test.go).
 	scaleEnvStore = "TOLLGATE_SCALE_STORE"
 	// scaleEnvCPUProfile, set to a path, has the first process write its
 	// CPU profile there.
 	scaleEnvCPUProfile = "TOLLGATE_SCALE_CPUPROFILE"
 )
+
+// scaleEngine returns the Options.Engine that scaleEnvStore names: the
+// default when it is unset, and when it names the prototype ("cas"), which
+// runs beside a Store of the default engine.
+func scaleEngine(tb testing.TB) redisstore.Engine {
+	var e redisstore.Engine
+	if v := os.Getenv(scaleEnvStore); v != "" && v != "cas" {
+		if err := e.UnmarshalText([]byte(v)); err != nil {
+			tb.Fatalf("%s: %v", scaleEnvStore, err)
+		}
+	}
+	return e
+}
+
+// scaleStoreName names what the scale benchmarks run on (scaleEnvStore),
+// for their reports.
+func scaleStoreName(tb testing.TB) string {
+	if os.Getenv(scaleEnvStore) == "cas" {
+		return "the compare-and-set prototype"
+	}
+	return "the " + scaleEngine(tb).String() + " engine"
+}
 
 // scaleHold is how long a hot-scope caller holds its grant before settling.
 const scaleHold = 20 * time.Millisecond
@@ -294,10 +316,7 @@ func TestScaleChild(t *testing.T) {
 	defer rdb.Close()
 	hook := &scaleHook{}
 	rdb.AddHook(hook)
-	opts := redisstore.Options{Prefix: os.Getenv(scaleEnvPrefix)}
-	if os.Getenv(scaleEnvStore) == "records" {
-		opts.Engine = redisstore.EngineRecords
-	}
+	opts := redisstore.Options{Prefix: os.Getenv(scaleEnvPrefix), Engine: scaleEngine(t)}
 	s, err := redisstore.New(rdb, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +406,7 @@ func TestScaleChild(t *testing.T) {
 	if cas != nil {
 		rep.CASCommits, rep.CASConflicts = cas.Commits.Load(), cas.Conflicts.Load()
 	}
-	if os.Getenv(scaleEnvStore) == "records" {
+	if opts.Engine == redisstore.EngineRecords {
 		rep.CASCommits, rep.CASConflicts, rep.Reloads = s.Stats().Writes, s.Stats().Conflicts, s.Stats().Reloads
 	}
 	for _, c := range cs {

@@ -11,10 +11,10 @@ import (
 
 func TestScopesListsUsedScopes(t *testing.T) {
 	rdb := testClient(t)
-	s, err := New(rdb, Options{Prefix: testPrefix(t, rdb)})
+	s, err := New(rdb, Options{Engine: EngineScripts, Prefix: testPrefix(t, rdb)})
 	require.NoError(t, err)
 	defer s.Close()
-	other, err := New(rdb, Options{Prefix: testPrefix(t, rdb)})
+	other, err := New(rdb, Options{Engine: EngineScripts, Prefix: testPrefix(t, rdb)})
 	require.NoError(t, err)
 	defer other.Close()
 	ctx := context.Background()

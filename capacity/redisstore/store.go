@@ -85,7 +85,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	}
 	s.rec = newRecEngine(s)
 	if o.Engine == EngineRecords {
-		s.notify.perRelease = -1 // a batch decides every waiter woken at once
+		s.notify.perRelease = recWakePerRelease // one batch decides them
 	}
 	return s, nil
 }

@@ -21,7 +21,7 @@ import (
 func BenchmarkTenants(b *testing.B) {
 	for _, n := range []int{100, 1000, 2000} {
 		b.Run(fmt.Sprintf("tenants=%d", n), func(b *testing.B) {
-			s, rdb := newTestStore(b, Options{})
+			s, rdb := newTestStore(b, Options{Engine: EngineScripts})
 			ctx := context.Background()
 			l := capacity.Limits{RequestsPerMinute: 600}
 			sc := capacity.Scope{Provider: capacity.Anthropic, LimitGroup: "m", Credential: "tenants"}

@@ -74,7 +74,7 @@ func unavailableReq(call string, l capacity.Limits) capacity.Request {
 func TestFailClosed(t *testing.T) {
 	t.Parallel()
 	rdb, sent := countingClosedClient(t)
-	s, err := New(rdb, Options{ProbeInterval: time.Minute})
+	s, err := New(rdb, Options{Engine: EngineScripts, ProbeInterval: time.Minute})
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()
@@ -123,7 +123,7 @@ func TestFailClosed(t *testing.T) {
 // leases settle locally.
 func TestFallbackLocal(t *testing.T) {
 	t.Parallel()
-	s, err := New(closedClient(t), Options{OnUnavailable: FallbackLocal, FallbackFraction: 0.1})
+	s, err := New(closedClient(t), Options{Engine: EngineScripts, OnUnavailable: FallbackLocal, FallbackFraction: 0.1})
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()
@@ -231,7 +231,7 @@ func TestOptions(t *testing.T) {
 // panic: the last cause is kept whatever its type.
 func TestUnreachableErrorsOfAnyType(t *testing.T) {
 	t.Parallel()
-	s, err := New(closedClient(t), Options{ProbeInterval: time.Minute})
+	s, err := New(closedClient(t), Options{Engine: EngineScripts, ProbeInterval: time.Minute})
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()

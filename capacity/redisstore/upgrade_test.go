@@ -80,10 +80,10 @@ func rollingUpgrade(t *testing.T, version, dir string, v3Ops bool) {
 	prefix := testPrefix(t, rdb)
 	previous, err := loadScripts(os.DirFS(dir), ".")
 	require.NoError(t, err)
-	older, err := New(rdb, Options{Prefix: prefix})
+	older, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	older.scripts, older.v3Ops = previous, v3Ops
-	newer, err := New(rdb, Options{Prefix: prefix})
+	newer, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
 
@@ -213,10 +213,10 @@ func TestUpgradeRebuildsIndexes(t *testing.T) {
 	prefix := testPrefix(t, rdb)
 	previous, err := loadScripts(os.DirFS("testdata/scripts-v4.7"), ".")
 	require.NoError(t, err)
-	older, err := New(rdb, Options{Prefix: prefix})
+	older, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	older.scripts = previous
-	newer, err := New(rdb, Options{Prefix: prefix})
+	newer, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
 	ctx := context.Background()
@@ -282,14 +282,14 @@ func TestUpgradeRebuildsOnlyWhatLacksIndexes(t *testing.T) {
 			srv := testenv.StartRedisServer(t, "")
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			t.Cleanup(func() { _ = rdb.Close() })
-			older, err := New(rdb, Options{})
+			older, err := New(rdb, Options{Engine: EngineScripts})
 			require.NoError(t, err)
 			if tt.dir != "" {
 				previous, err := loadScripts(os.DirFS(tt.dir), ".")
 				require.NoError(t, err)
 				older.scripts = previous
 			}
-			newer, err := New(rdb, Options{})
+			newer, err := New(rdb, Options{Engine: EngineScripts})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
 			ctx := context.Background()
@@ -322,10 +322,10 @@ func TestTextStateWindow(t *testing.T) {
 	clock := capacitytest.NewManualClock(time.Now())
 	previous, err := loadScripts(os.DirFS("testdata/scripts-v5.5"), ".")
 	require.NoError(t, err)
-	older, err := New(rdb, Options{Prefix: prefix, Clock: clock})
+	older, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix, Clock: clock})
 	require.NoError(t, err)
 	older.scripts = previous
-	newer, err := New(rdb, Options{Prefix: prefix, Clock: clock})
+	newer, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix, Clock: clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = older.Close(); _ = newer.Close() })
 	ctx := context.Background()
@@ -416,4 +416,46 @@ func TestTextStateWindow(t *testing.T) {
 	}
 	require.Equal(t, "3", stateOf(fresh)["format"], "a 5.5 save of this credential was found within the day")
 	require.Equal(t, "4", stateOf(solo)["format"], "the mark ran out")
+}
+
+// TestUpgradeFromScripts63InOneStep: the upgrade from scripts 6.3 or
+// earlier to this version's default engine in one step, every 6.3 worker
+// stopped before the first of this version starts (doc.go, The records
+// engine): a scope 6.3 left a state to, its slot still held by a call 6.3
+// granted, stays on this version's scripts, and the slot is held once.
+func TestUpgradeFromScripts63InOneStep(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	ctx := context.Background()
+	previous, err := loadScripts(os.DirFS("testdata/scripts-v6.3"), ".")
+	require.NoError(t, err)
+	older, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
+	require.NoError(t, err)
+	older.scripts = previous
+	req := func(call string) capacity.Request {
+		return capacity.Request{Scope: keysScope, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}, Call: call, Attempt: 1,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
+	}
+	held, err := older.Reserve(ctx, req("a"))
+	require.NoError(t, err)
+	require.True(t, held.Granted)
+	require.NoError(t, older.Close()) // the 6.3 workers stop; their call is still in flight
+
+	newer, err := New(rdb, Options{Prefix: prefix}) // the default engine
+	require.NoError(t, err)
+	defer newer.Close()
+	require.Equal(t, EngineRecords, newer.opts.Engine)
+	res, err := newer.Reserve(ctx, req("b"))
+	require.NoError(t, err)
+	require.False(t, res.Granted, "the slot 6.3 granted is held")
+	engine, ok, err := newer.EngineOf(ctx, keysScope)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, EngineScripts, engine, "a scope 6.3 holds stays on the scripts")
+	require.NoError(t, newer.Settle(ctx, held.Lease, held.Lease.Charges), "6.3's call settles on this version")
+	res, err = newer.Reserve(ctx, req("b"))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	require.Zero(t, newer.Stats().Writes, "no records beside the scripts' state")
 }

@@ -34,7 +34,7 @@ func newWindowScope(t *testing.T) *windowScope {
 	w := &windowScope{rdb: redis.NewClient(&redis.Options{Addr: srv.Addr()}), clock: capacitytest.NewManualClock(time.Unix(1_800_000_000, 0))}
 	t.Cleanup(func() { _ = w.rdb.Close() })
 	var err error
-	w.s, err = New(w.rdb, Options{Clock: w.clock})
+	w.s, err = New(w.rdb, Options{Engine: EngineScripts, Clock: w.clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.s.Close() })
 	first, err := w.s.Reserve(context.Background(), w.req("first"))

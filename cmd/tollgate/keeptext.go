@@ -30,6 +30,8 @@ Workers of 6.0 keep the text by themselves for a day after they last found a
 state a 5.x worker saved. Run this before rolling back to 5.x later than
 that, or before a deploy from 5.x if no 5.x worker has saved lately: a 5.x
 worker refuses a scope held only packed ("unknown scope state format").
+Only scopes on the scripts have such a state: a scope on the records engine
+(redisstore.EngineRecords, now the default) has none for 5.x to read.
 While the mark lasts, a 6.0 worker's saves cost Redis about what a 5.x
 worker's did. A credential first used after the command is not marked.
 

@@ -10,13 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tollgate-dev/tollgate/capacity"
+	"github.com/tollgate-dev/tollgate/capacity/redisstore"
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
 // TestKeepTextMarksEveryCredential: keep-text marks each credential of the
 // prefix, and the next save of its scopes writes the text state again.
 func TestKeepTextMarksEveryCredential(t *testing.T) {
-	store, prefix := freshStore(t)
+	store, prefix := freshEngineStore(t, redisstore.EngineScripts) // the text state is the scripts'
+
 	ctx := context.Background()
 	addr := testenv.RedisAddr()
 	scopes := []capacity.Scope{

@@ -39,11 +39,17 @@ func blockedStore(t *testing.T, sc capacity.Scope) (*redisstore.Store, string) {
 // (and those of prefixes it begins) are deleted when t ends.
 func freshStore(t *testing.T) (*redisstore.Store, string) {
 	t.Helper()
+	return freshEngineStore(t, redisstore.Options{}.Engine)
+}
+
+// freshEngineStore is freshStore starting new scopes on engine.
+func freshEngineStore(t *testing.T, engine redisstore.Engine) (*redisstore.Store, string) {
+	t.Helper()
 	rdb := testenv.RedisClient(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "tgcli-" + hex.EncodeToString(b[:])
-	store, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Engine: engine})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = store.Close()
