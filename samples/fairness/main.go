@@ -34,7 +34,7 @@ func main() {
 	flag.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	flag.StringVar(&redis, "redis", "", "run the workers as -workers processes sharing a Redis store at this address (such as $TOLLGATE_REDIS_ADDR); default: one worker on a memory store")
 	flag.IntVar(&workers, "workers", 4, "worker processes with -redis")
-	flag.TextVar(&engine, "engine", redisstore.EngineScripts, "the Redis store's engine with -redis: scripts or records")
+	flag.TextVar(&engine, "engine", redisstore.EngineRecords, "the Redis store's engine with -redis: records or scripts")
 	flag.BoolVar(&jsonOut, "json", false, "print one JSON object on stdout (the table goes to stderr)")
 	flag.BoolVar(&short, "short", false, "short phases (D at +6 s, 6 s more) instead of +12 s and 18 s")
 	flag.DurationVar(&o.Timeout, "timeout", 0, "longest wait for the first tenant to drain (default 3 × the planned length)")

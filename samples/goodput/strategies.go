@@ -44,12 +44,15 @@ const (
 // LimitStrategies lists the strategies of configured limits.
 var LimitStrategies = []string{TollgateReported, TollgateLow, TollgateHigh}
 
-// TollgateRecords is tollgate-redis with redisstore.EngineRecords, the store
-// deciding in the workers (run it with -strategies).
-const TollgateRecords = "tollgate-records"
+// tollgate-redis on each redisstore.Engine by name (run them with
+// -strategies): tollgate-redis runs the default, the records engine.
+const (
+	TollgateRecords = "tollgate-records" // redisstore.EngineRecords: the store deciding in the workers
+	TollgateScripts = "tollgate-scripts" // redisstore.EngineScripts: the store deciding in Redis's scripts
+)
 
 // knownStrategies is every strategy -strategies may name.
-var knownStrategies = slices.Concat(Strategies, LimitStrategies, []string{TollgateRecords})
+var knownStrategies = slices.Concat(Strategies, LimitStrategies, []string{TollgateRecords, TollgateScripts})
 
 // gated reports whether strategy s runs the tollgate plugin (its workflows
 // then schedule calls with workflows.CallModel).
@@ -59,7 +62,9 @@ func gated(s string) bool {
 
 // onRedis reports whether strategy s runs in worker processes sharing a
 // Redis store.
-func onRedis(s string) bool { return s == TollgateRedis || s == TollgateRecords }
+func onRedis(s string) bool {
+	return s == TollgateRedis || s == TollgateRecords || s == TollgateScripts
+}
 
 // configuredLimits is what strategy s configures for a provider of limits
 // l; ok is false for none (Options.Limits unset).
@@ -99,7 +104,7 @@ type workerSpec struct {
 	HostPort, Namespace, Queue   string
 	OpenAIBaseURL, AnthropicBase string
 	Limits                       testsuite.Limits
-	Redis, Prefix                string // tollgate-redis and tollgate-records only
+	Redis, Prefix                string // the strategies on Redis only (onRedis)
 	Engine                       redisstore.Engine
 }
 
@@ -110,8 +115,11 @@ func startWorkers(ctx context.Context, env *Env, s string, spec workerSpec) (sto
 		return nil, fmt.Errorf("unknown strategy %q (want one of %v)", s, knownStrategies)
 	}
 	if onRedis(s) {
-		if s == TollgateRecords {
+		switch s {
+		case TollgateRecords:
 			spec.Engine = redisstore.EngineRecords
+		case TollgateScripts:
+			spec.Engine = redisstore.EngineScripts
 		}
 		return startRedisWorkers(ctx, env, spec)
 	}
