@@ -197,7 +197,11 @@
 //
 // Authentication and TLS are the client's: set Username and Password (Redis
 // ACL) and TLSConfig in redis.Options (or ClusterOptions, FailoverOptions).
-// The least a store's user needs, for the default prefix:
+// On the default engine, while no scope of the prefix holds the scripts'
+// state, the least a store's user needs is the records engine's ACL (The
+// records engine, above). The scripts (EngineScripts, or a prefix whose
+// scopes still hold their state after an upgrade) need these, for the
+// default prefix; grant both lists while a prefix moves:
 //
 //	ACL SETUSER tollgate on >PASSWORD resetkeys ~{tollgate:* resetchannels &{tollgate:* -@all
 //	  +evalsha +eval +evalsha_ro +eval_ro +ssubscribe +sunsubscribe +ping +hello +del +exists
