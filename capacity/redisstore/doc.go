@@ -64,7 +64,8 @@
 // work in Redis grows with what the batch changed, not with the calls
 // waiting, the tickets booked or the leases ended lately. A copy further
 // behind than the log reads every record, 256 at a time (HSCAN) for a large
-// scope.
+// scope. A copy unused for a minute is dropped, and read whole at its
+// scope's next use.
 //
 // Its semantics are the memory store's, in the time each worker estimates
 // Redis's to be: the last TIME it read plus the time elapsed since, never

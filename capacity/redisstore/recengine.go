@@ -67,6 +67,12 @@ const recWakePerRelease = recBatchMax
 // rather than deciding on it and being refused.
 const recFreshFor = 20 * time.Millisecond
 
+// recForgetAfter is how long a copy of a scope may go unused before its
+// Store drops it, so that a worker that touches many scopes over its life
+// keeps copies of those in use only (each holds the scope's records). A
+// scope whose copy was dropped is read whole at its next use.
+const recForgetAfter = time.Minute
+
 // recReadAtOnce is the most records one script reads: a copy of a larger
 // scope that is further behind than the log reads them this many at a time
 // (HSCAN).
@@ -93,10 +99,42 @@ type recEngine struct {
 	pipe   recPipe
 
 	writes, conflicts, reloads atomic.Int64
+	// swept is when the copies unused for recForgetAfter were last
+	// dropped (unix ns).
+	swept atomic.Int64
 }
 
 func newRecEngine(s *Store) *recEngine {
-	return &recEngine{s: s, pipe: recPipe{rdb: s.rdb}}
+	e := &recEngine{s: s, pipe: recPipe{rdb: s.rdb}}
+	e.swept.Store(time.Now().UnixNano())
+	return e
+}
+
+// sweep drops, once every recForgetAfter, in the background, the copies
+// unused for that long.
+func (e *recEngine) sweep() {
+	now, last := time.Now().UnixNano(), e.swept.Load()
+	if now-last < int64(recForgetAfter) || !e.swept.CompareAndSwap(last, now) {
+		return
+	}
+	go e.forget(time.Unix(0, now).Add(-recForgetAfter))
+}
+
+// forget drops the copy of every scope whose last exchange was before
+// cutoff and that no batch is deciding: its next batch reads the scope
+// whole. What the Store remembers of the scope apart from the copy (its
+// keys, the version it last saw, when it rests) stays.
+func (e *recEngine) forget(cutoff time.Time) {
+	e.scopes.Range(func(_, v any) bool {
+		s := v.(*recScope)
+		s.mu.Lock()
+		if !s.running && s.copy != nil && s.touched.Before(cutoff) {
+			s.copy, s.clock, s.blob = nil, nil, nil
+			s.version, s.credVersion = -1, -1
+		}
+		s.mu.Unlock()
+		return true
+	})
 }
 
 // recScope is one scope's copy, keys and pending operations.
@@ -175,6 +213,7 @@ func (e *recEngine) scope(sc capacity.Scope) *recScope {
 // caller to find no batch running on the scope runs the batches, its own
 // first, until none is pending.
 func (e *recEngine) do(ctx context.Context, name string, sc capacity.Scope, run func(s *capacity.MemoryStore) error, abandon func()) error {
+	e.sweep()
 	s := e.scope(sc)
 	op := &recOp{run: run, abandon: abandon, done: make(chan struct{})}
 	s.mu.Lock()

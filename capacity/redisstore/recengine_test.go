@@ -455,3 +455,39 @@ func TestRecordsRefusedFirstWriteDecidesAfresh(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the refused batch's failure counted again")
 }
+
+// TestRecordsForgetIdleCopies: a copy unused for recForgetAfter is dropped
+// (a worker that touches many scopes keeps copies of those in use only),
+// and the scope's next call reads it whole: the slot another worker holds
+// is still held, and the one this worker holds still settles.
+func TestRecordsForgetIdleCopies(t *testing.T) {
+	t.Parallel()
+	rdb := testClient(t)
+	prefix := testPrefix(t, rdb)
+	a, b := newRecordsStore(t, rdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "forget"}
+	req := func(call string) capacity.Request {
+		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 2}, Call: call, Attempt: 1,
+			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
+	}
+	mine, err := a.Reserve(ctx, req("a"))
+	require.NoError(t, err)
+	require.True(t, mine.Granted)
+	theirs, err := b.Reserve(ctx, req("b"))
+	require.NoError(t, err)
+	require.True(t, theirs.Granted)
+
+	a.rec.forget(time.Now().Add(-time.Hour)) // nothing so old: kept
+	require.NotNil(t, a.rec.scope(sc).copy)
+	a.rec.forget(time.Now().Add(time.Second)) // every copy unused since
+	require.Nil(t, a.rec.scope(sc).copy, "the idle copy is kept")
+
+	res, err := a.Reserve(ctx, req("c"))
+	require.NoError(t, err)
+	require.False(t, res.Granted, "both slots are held, one by the other worker")
+	require.NoError(t, a.Settle(ctx, mine.Lease, mine.Lease.Charges))
+	res, err = a.Reserve(ctx, req("c"))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+}
