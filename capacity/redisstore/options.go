@@ -56,9 +56,9 @@ const (
 	// records engine).
 	EngineRecords Engine = iota
 	// EngineScripts starts each new scope on the scripts (lua/), which
-	// decide each operation in Redis. It was the default until this
-	// version; set it while workers of scripts 6.3 or earlier share the
-	// Prefix (the package doc, The records engine).
+	// decide each operation in Redis: the default of the versions up to
+	// scripts 6.4. Set it while workers of scripts 6.3 or earlier share
+	// the Prefix (the package doc, The records engine).
 	EngineScripts
 )
 
