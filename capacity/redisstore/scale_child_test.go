@@ -159,8 +159,10 @@ type scaleReport struct {
 	// window: time inside Store.Reserve.
 	ReserveNS []int64
 	// SteadyNS are those of the calls started after the window's first
-	// second (the arrival of every caller at once).
-	SteadyNS []int64
+	// second (the arrival of every caller at once), LaterNS those started
+	// from its third second on, once the callers have arrived (on this
+	// machine 10,000 callers take more than a second to).
+	SteadyNS, LaterNS []int64
 	// Reserves and Settles count the calls started in the window; Reasons
 	// counts the denials by reason ("capacity+booked" for a denial that
 	// books or holds a ticket on a bucket).
@@ -242,6 +244,9 @@ func (s scaleTimed) Reserve(ctx context.Context, req capacity.Request) (capacity
 	c.rep.ReserveNS = append(c.rep.ReserveNS, d.Nanoseconds())
 	if t0.Sub(c.start) >= time.Second {
 		c.rep.SteadyNS = append(c.rep.SteadyNS, d.Nanoseconds())
+	}
+	if t0.Sub(c.start) >= 2*time.Second {
+		c.rep.LaterNS = append(c.rep.LaterNS, d.Nanoseconds())
 	}
 	if err == nil && !res.Granted {
 		reason := res.Reason.String()
@@ -414,6 +419,7 @@ func TestScaleChild(t *testing.T) {
 		rep.Grants = append(rep.Grants, r.Grants...)
 		rep.ReserveNS = append(rep.ReserveNS, r.ReserveNS...)
 		rep.SteadyNS = append(rep.SteadyNS, r.SteadyNS...)
+		rep.LaterNS = append(rep.LaterNS, r.LaterNS...)
 		rep.Admitted += r.Admitted
 		rep.Denied += r.Denied
 		rep.Reserves += r.Reserves
