@@ -56,10 +56,12 @@
 // Redis holds each scope's records (its leases, tickets, flows, failures and
 // the rest, each a hash field, and a blob of what the scope holds by value)
 // and a log of its last writes (16, more for a large scope). One script of
-// 83 lines of Lua, lua/exchange.lua, writes the records a batch of the
+// 87 lines of Lua, lua/exchange.lua, writes the records a batch of the
 // worker's operations changed if the scope is still at the version the copy
 // holds, or returns what the copy missed; the copy applies it and decides
-// the batch again. So a batch costs Redis one script call on a current copy
+// the batch again. A write that reaches Redis more than a second after its
+// decision (Redis paused, the worker stalled) is refused the same way, so
+// that no lease is granted already run out. So a batch costs Redis one script call on a current copy
 // and two when another worker wrote first, and no script walks a queue: the
 // work in Redis grows with what the batch changed, not with the calls
 // waiting, the tickets booked or the leases ended lately. A copy further

@@ -73,6 +73,14 @@ const recFreshFor = 20 * time.Millisecond
 // scope whose copy was dropped is read whole at its next use.
 const recForgetAfter = time.Minute
 
+// recWriteMaxAge is how long after its decision a batch's write still
+// applies: one that reaches Redis later (Redis paused, the worker stalled)
+// is refused as if another worker had written first, and the batch is
+// decided again at Redis's time. Without it, a grant written 6 s after its
+// decision gave its call a lease that had already run out (TestChaos,
+// RedisPause: the slot was taken again and the provider answered 429).
+const recWriteMaxAge = time.Second
+
 // recReadAtOnce is the most records one script reads: a copy of a larger
 // scope that is further behind than the log reads them this many at a time
 // (HSCAN).
@@ -297,7 +305,8 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 		}
 	}
 	for range recMaxConflicts {
-		now := s.now()
+		redisNow := s.now()
+		now := redisNow
 		if c := e.s.opts.Clock; c != nil {
 			now = c.Now().UnixNano()
 		}
@@ -324,7 +333,7 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 		release, due := recNotices(ch, at, e.s.id)
 		ttl := max(ch.RestsAt.Sub(at), 0) + recSlack
 		args := s.args(strconv.FormatInt(now, 10))
-		args.credTTL = recCredTTL(ch, at)
+		args.credTTL, args.decided = recCredTTL(ch, at), time.Unix(0, redisNow).UnixMilli()
 		args.blob, args.entry, args.ttl = ch.Blob, recEntry(ch.Fields), ttl.Milliseconds()
 		args.release, args.due, args.cred = release, due, recCredArg(ch.Fields)
 		for name, value := range ch.Fields {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -490,4 +491,54 @@ func TestRecordsForgetIdleCopies(t *testing.T) {
 	res, err = a.Reserve(ctx, req("c"))
 	require.NoError(t, err)
 	require.True(t, res.Granted)
+}
+
+// lateWriteHook holds back, once, the first pipeline that carries a write
+// of the records engine, for delay: a Redis pause or a stalled worker
+// between the batch's decision and its write.
+type lateWriteHook struct {
+	delay time.Duration
+	done  atomic.Bool
+}
+
+func (h *lateWriteHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *lateWriteHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *lateWriteHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			// EVALSHA sha 5 keys... have credHave what: what is a write's time.
+			if a := c.Args(); len(a) > 10 && !h.done.Load() {
+				if _, err := strconv.ParseInt(fmt.Sprint(a[10]), 10, 64); err == nil && h.done.CompareAndSwap(false, true) {
+					time.Sleep(h.delay)
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestRecordsLateWriteIsDecidedAgain: a write that reaches Redis more than
+// recWriteMaxAge after its batch was decided is refused, and the batch
+// decided again at Redis's time: the lease it grants has its whole TTL
+// ahead of it, not what the delay left (TestChaos, RedisPause, found a call
+// sent on a lease that had run out while its write waited).
+func TestRecordsLateWriteIsDecidedAgain(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: testClient(t).Options().Addr})
+	defer rdb.Close()
+	hook := &lateWriteHook{delay: recWriteMaxAge + 500*time.Millisecond}
+	rdb.AddHook(hook)
+	s := newRecordsStore(t, rdb, testPrefix(t, rdb), nil)
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "late"}
+	const ttl = 3 * time.Second
+	res, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60, MaxInFlight: 1}, Call: "c1", Attempt: 1,
+		Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: ttl})
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	require.True(t, hook.done.Load(), "no write was held back")
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	require.Greater(t, res.Lease.Expires.Sub(now), ttl-recWriteMaxAge, "the lease lost the time its write waited")
+	require.Positive(t, s.Stats().Conflicts, "the late write was not refused")
 }

@@ -17,9 +17,9 @@ import (
 // other holds, atomically in the scope's slot: the exchange replies
 // {'scripts'} while the scripts' state exists and no records do, and a script
 // fails with TGRECORDS rather than give a state to a scope that has records.
-// So workers of either engine, of this version, share one budget per scope,
-// and a Prefix moves from one engine to the other with a rolling deploy
-// (the package doc, The records engine).
+// So workers of scripts 6.4 and later share one budget per scope whatever
+// their Engine, and a Prefix moves from one engine to the other with a
+// rolling deploy (the package doc, The records engine).
 
 // errOnScripts says that the scripts hold the scope, errOnRecords that the
 // records engine does: the Store runs the operation with the other.

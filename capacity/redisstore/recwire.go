@@ -18,6 +18,9 @@ type recArgs struct {
 	have, credHave int64  // the versions of the scope and of the credential's block the copy holds (-1: none)
 	what           string // "read", "reload", "cred", or a write's decision time (unix ns)
 	credTTL        int64  // how long the credential's block lives if this writes it (ms)
+	// decided is when a write was decided, in Redis time as the copy
+	// estimated it (unix ms), whatever Options.Clock says.
+	decided int64
 
 	// A write's: the blob, the log entry, how long the scope's keys live
 	// (ms), the messages to publish (recNotices), the credential's block
@@ -35,8 +38,8 @@ type recArgs struct {
 // list returns the arguments in the script's order, with the engine's
 // constants.
 func (a *recArgs) list() []any {
-	args := []any{a.have, a.credHave, a.what, recLogLength, recReadAtOnce, recRecordsPerWrite, a.credTTL,
-		a.blob, a.entry, a.ttl, a.release, a.due, a.cred}
+	args := []any{a.have, a.credHave, a.what, recLogLength, recReadAtOnce, recRecordsPerWrite, recWriteMaxAge.Milliseconds(), a.credTTL,
+		a.decided, a.blob, a.entry, a.ttl, a.release, a.due, a.cred}
 	for i, name := range a.names {
 		args = append(args, name, a.values[i])
 	}

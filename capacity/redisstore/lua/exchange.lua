@@ -14,18 +14,22 @@
 --
 -- ARGV: 1 the version of the scope the copy holds (-1: none), 2 the
 -- version of the credential's block it holds, 3 'read', 'reload' (a read
--- that always returns the blob), 'cred' (the credential's block alone: 13 is
+-- that always returns the blob), 'cred' (the credential's block alone: 15 is
 -- all the rest it reads) or, to write, the decision's time (unix ns),
 -- 4 how many writes the log keeps at least, 5 the most records one script
 -- reads, 6 how many records a scope holds for each write its log keeps (a
 -- scope of n records keeps the last max(ARGV[4], n / ARGV[6]) writes, so
--- that a copy of a large scope seldom reads it whole), 7 how long the
--- credential's block lives if this writes it (ms); to write, then: 8 the blob, 9 the log entry,
--- 10 how long the scope's keys live (ms), 11 the release to announce on the
--- scope's channel and 12 the tickets come due to announce on it ('' for
--- none: notify.go reads them), 13 the credential's block ('' unchanged, '-'
--- deleted, else '+' and the block), 14 on: names and values of the changed
--- records ('' deletes).
+-- that a copy of a large scope seldom reads it whole), 7 how long after its
+-- decision a write still applies (ms), 8 how long the credential's block
+-- lives if this writes it (ms); to write, then: 9 when the copy decided, in
+-- Redis time as it estimated it (unix ms: a write that reaches Redis more
+-- than ARGV[7] later, as after a pause, is refused like one that missed
+-- writes, and decided again at Redis's time, so that no lease it grants has
+-- already run out), 10 the blob, 11 the log entry, 12 how long the scope's
+-- keys live (ms), 13 the release to announce on the scope's channel and 14
+-- the tickets come due to announce on it ('' for none: notify.go reads
+-- them), 15 the credential's block ('' unchanged, '-' deleted, else '+' and
+-- the block), 16 on: names and values of the changed records ('' deletes).
 --
 -- Reply to a write that applied: {'ok', the scope's version, the block's}.
 -- Else: {'missed', TIME s, TIME µs, the scope's version, its last write's
@@ -39,9 +43,9 @@
 
 local have, credHave, what = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local logLength, readAtOnce, recordsPerWrite = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local credTTL = ARGV[7]
-local blob, entry, ttl, release, due, cred = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13]
-local FIRST_RECORD = 14 -- the changed records' names and values follow
+local writeMaxAge, credTTL, decided = tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
+local blob, entry, ttl, release, due, cred = ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]
+local FIRST_RECORD = 16 -- the changed records' names and values follow
 
 -- nextVersion is the version a write after version cur gives: cur + 1, or
 -- for the first write since the keys expired (cur 0) Redis time in
@@ -81,7 +85,14 @@ local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 if v == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'scripts'} end
 local write = what ~= 'read' and what ~= 'reload'
 
-if write and have == v and credHave == cv then
+-- decidedLately reports whether a write reaches Redis within writeMaxAge
+-- of its decision (both ms).
+local function decidedLately()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000) - decided <= writeMaxAge
+end
+
+if write and have == v and credHave == cv and decidedLately() then
   v = nextVersion(v)
   local set, del = {'v', v, 'b', blob, 't', what}, {}
   for i = FIRST_RECORD, #ARGV, 2 do
