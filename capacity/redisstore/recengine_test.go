@@ -531,7 +531,7 @@ func TestRecordsLateWriteIsDecidedAgain(t *testing.T) {
 	s := newRecordsStore(t, rdb, testPrefix(t, rdb), nil)
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "late"}
-	const ttl = 3 * time.Second
+	const ttl = 10 * time.Second // the write's delay is under half of it (Store.staleGrant)
 	res, err := s.Reserve(ctx, capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60, MaxInFlight: 1}, Call: "c1", Attempt: 1,
 		Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: ttl})
 	require.NoError(t, err)
@@ -541,4 +541,64 @@ func TestRecordsLateWriteIsDecidedAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, res.Lease.Expires.Sub(now), ttl-recWriteMaxAge, "the lease lost the time its write waited")
 	require.Positive(t, s.Stats().Conflicts, "the late write was not refused")
+}
+
+// slowReplyHook, once armed, holds back the reply of the next command or
+// pipeline by delay: Redis stopped between deciding and answering.
+type slowReplyHook struct {
+	delay time.Duration
+	armed atomic.Bool
+}
+
+func (h *slowReplyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *slowReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.armed.CompareAndSwap(true, false) {
+			time.Sleep(h.delay)
+		}
+		return err
+	}
+}
+func (h *slowReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if h.armed.CompareAndSwap(true, false) {
+			time.Sleep(h.delay)
+		}
+		return err
+	}
+}
+
+// TestStaleGrantIsGivenBack: on either engine, a grant whose answer took
+// half its lease's TTL or more is given back and Reserve fails with
+// capacity.ErrStoreUnavailable, so that no call starts on a lease that may
+// have run out; the slot is free for the next call.
+func TestStaleGrantIsGivenBack(t *testing.T) {
+	for _, engine := range []Engine{EngineRecords, EngineScripts} {
+		t.Run(engine.String(), func(t *testing.T) {
+			t.Parallel()
+			rdb := redis.NewClient(&redis.Options{Addr: testClient(t).Options().Addr})
+			defer rdb.Close()
+			hook := &slowReplyHook{delay: 600 * time.Millisecond}
+			rdb.AddHook(hook)
+			prefix := testPrefix(t, rdb)
+			s, err := New(rdb, Options{Prefix: prefix, Engine: engine})
+			require.NoError(t, err)
+			defer s.Close()
+			ctx := context.Background()
+			sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "stale"}
+			req := func(call string) capacity.Request {
+				return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60, MaxInFlight: 1}, Call: call, Attempt: 1,
+					Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Second}
+			}
+			hook.armed.Store(true)
+			_, err = s.Reserve(ctx, req("late"))
+			require.ErrorIs(t, err, capacity.ErrStoreUnavailable)
+			require.False(t, hook.armed.Load(), "no reply was held back")
+			res, err := s.Reserve(ctx, req("next"))
+			require.NoError(t, err)
+			require.True(t, res.Granted, "the stale grant's slot was not given back")
+		})
+	}
 }

@@ -8,9 +8,14 @@ import (
 	"github.com/tollgate-dev/tollgate/capacity"
 )
 
-// Reserve implements capacity.Store: one script decides the request
-// atomically over every dimension of the scope, in Redis time.
+// Reserve implements capacity.Store: the request is decided atomically over
+// every dimension of the scope, in Redis time. A grant whose answer took
+// half its lease's TTL or more to arrive (Redis stopped after deciding, a
+// worker stalled) is given back, and Reserve fails with
+// capacity.ErrStoreUnavailable: the lease may have run out, and its slot
+// been granted again, before its call could start (staleGrant).
 func (s *Store) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
+	start := time.Now()
 	if err := ctx.Err(); err != nil {
 		return capacity.Reservation{}, err
 	}
@@ -36,7 +41,29 @@ func (s *Store) Reserve(ctx context.Context, req capacity.Request) (capacity.Res
 	if err != nil {
 		return s.reserveFallback(ctx, req, err)
 	}
+	if err := s.staleGrant(ctx, req, res, time.Since(start)); err != nil {
+		return capacity.Reservation{}, err
+	}
 	return res, nil
+}
+
+// staleGrant gives back a grant whose answer took half its lease's TTL
+// or more, and returns the error Reserve then returns (nil for any other
+// answer). Deciding began after Reserve did, so a lease granted in less
+// than half its TTL has at least half of it left; one that took longer may
+// have none (TestChaos, RedisPause: Redis stopped between a pipeline's
+// decisions and their replies, and a call went to the provider on a lease
+// already reclaimed).
+func (s *Store) staleGrant(ctx context.Context, req capacity.Request, res capacity.Reservation, took time.Duration) error {
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = capacity.DefaultLeaseTTL
+	}
+	if !res.Granted || took < ttl/2 {
+		return nil
+	}
+	_ = s.Release(context.WithoutCancel(ctx), res.Lease) // gone already, or given back now
+	return fmt.Errorf("redisstore: reserve: %w: the grant took %v to arrive, half its lease's %v or more", capacity.ErrStoreUnavailable, took.Round(time.Millisecond), ttl)
 }
 
 // reserve decides req in the scope's next batch. room reports that a grant
