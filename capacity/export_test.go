@@ -12,13 +12,15 @@ func TrackRecords(s *MemoryStore, sc Scope) {
 	st.track()
 }
 
-// ChangedRecords returns the records that operations on scope sc of s
-// changed since the last call, and forgets them.
+// ChangedRecords returns the blob of scope sc of s and the records that
+// operations on it changed since the last call, and forgets them.
 func ChangedRecords(s *MemoryStore, sc Scope) ScopeRecords {
 	st := s.scope(sc, true)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.changes()
+	r := st.changes()
+	r.blob = st.blob()
+	return r
 }
 
 // AllRecords returns every record of scope sc of s.

@@ -2,7 +2,6 @@ package capacity
 
 import (
 	"fmt"
-	"maps"
 	"time"
 )
 
@@ -99,20 +98,18 @@ func (s *MemoryStore) LoadRecords(sc Scope, r Records) error {
 			return fmt.Errorf("the credential's block: %w", err)
 		}
 	}
-	if hasCred {
-		fields := maps.Clone(r.Fields)
-		delete(fields, CredentialRecord)
-		r.Fields = fields
-	}
 	st := s.scope(sc, true)
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if r.Blob == nil {
-		st.mu.Lock()
 		st.blobCopy = st.blob()
 		r.Blob = encodeRecord(st.blobCopy.fields)
-		st.mu.Unlock()
 	}
-	recs, err := parseRecords(sc, r)
-	if err != nil {
+	if st.loaded == nil {
+		st.loaded = new(scopeRecords)
+	}
+	recs := st.loaded
+	if err := parseRecordsInto(sc, r, recs); err != nil {
 		return err
 	}
 	if hasCred {
@@ -125,9 +122,7 @@ func (s *MemoryStore) LoadRecords(sc Scope, r Records) error {
 		}
 		s.mu.Unlock()
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.apply(recs)
+	st.apply(*recs)
 	st.wake()
 	for call := range recs.tickets {
 		st.wakeDue(call)

@@ -38,8 +38,10 @@ type memScope struct {
 
 	fairState // weighted fair queuing and key caps (memfair.go)
 
-	// blobCopy is where TakeRecords copies the blob it encodes.
+	// blobCopy is where TakeRecords copies the blob it encodes, and loaded
+	// where LoadRecords decodes the records it applies (made at its first).
 	blobCopy scopeBlob
+	loaded   *scopeRecords
 	// announced lists the calls whose tickets came forward since the
 	// records were last taken (announceDue), while the scope tracks.
 	announced []string

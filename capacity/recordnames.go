@@ -78,12 +78,27 @@ func (r *scopeRecords) namedFields() map[string][]byte {
 // parseRecords decodes the named records of scope sc.
 func parseRecords(sc Scope, in Records) (scopeRecords, error) {
 	var r scopeRecords
+	if err := parseRecordsInto(sc, in, &r); err != nil {
+		return scopeRecords{}, err
+	}
+	return r, nil
+}
+
+// parseRecordsInto is parseRecords into r, which it zeroes first, so that
+// a scope that loads records often reuses one (memScope.loaded): the blob
+// alone is 1.7 kB. The credential's block (CredentialRecord) is not the
+// scope's and is left out. On error r holds part of the records.
+func parseRecordsInto(sc Scope, in Records, r *scopeRecords) error {
+	*r = scopeRecords{}
 	if err := decodeRecord(in.Blob, r.blob.fields); err != nil {
-		return scopeRecords{}, fmt.Errorf("the scope's blob: %w", err)
+		return fmt.Errorf("the scope's blob: %w", err)
 	}
 	for name, value := range in.Fields {
 		if name == "" {
-			return scopeRecords{}, fmt.Errorf("%w: a record without a name", ErrBadRecord)
+			return fmt.Errorf("%w: a record without a name", ErrBadRecord)
+		}
+		if name == CredentialRecord {
+			continue
 		}
 		var err error
 		switch name[0] {
@@ -109,7 +124,7 @@ func parseRecords(sc Scope, in Records) (scopeRecords, error) {
 			err = fmt.Errorf("%w: no record kind %q", ErrBadRecord, name[:1])
 		}
 		if err != nil {
-			return scopeRecords{}, fmt.Errorf("record %q: %w", name, err)
+			return fmt.Errorf("record %q: %w", name, err)
 		}
 	}
 	for _, le := range r.leases {
@@ -117,7 +132,7 @@ func parseRecords(sc Scope, in Records) (scopeRecords, error) {
 			le.Scope = sc // a lease's record leaves out its scope's name
 		}
 	}
-	return r, nil
+	return nil
 }
 
 func nameAll[K comparable, V any](out map[string][]byte, kind byte, r map[K]*V, key func(K) []byte, fields func(*V, fieldCodec)) {

@@ -70,11 +70,11 @@ func (m *memScope) track() {
 // tracking reports whether m notes its changes.
 func (m *memScope) tracking() bool { return m.leases.changed != nil }
 
-// changes returns the blob and the records changed since the last call
-// (since track for the first), and forgets them.
+// changes returns the records changed since the last call (since track
+// for the first), and forgets them. It leaves the blob zero: TakeRecords
+// encodes the scope's own.
 func (m *memScope) changes() scopeRecords {
 	return scopeRecords{
-		blob:      m.blob(),
 		leases:    recordsOf(m.leases.changed, m.leases.get),
 		tickets:   recordsOf(m.tickets.changed, m.tickets.get),
 		failures:  recordsOf(m.failuresChanged, mapGet(m.failures)),

@@ -388,7 +388,7 @@ func (e *recEngine) wakeLocal(s *recScope, release string, due []string) {
 // new versions, or what the copy missed (args names the records the batch
 // changed, whose values it reads back).
 func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) error {
-	raw, err := e.pipe.send(ctx, s.keys, args.list())
+	raw, err := e.pipe.send(ctx, args.command(s.keys))
 	if err != nil {
 		return err
 	}
@@ -510,7 +510,7 @@ func (e *recEngine) reload(ctx context.Context, s *recScope, v int64) error {
 			}
 		}
 		s.version = v
-		raw, err := e.pipe.send(ctx, s.keys, s.args("reload").list())
+		raw, err := e.pipe.send(ctx, s.args("reload").command(s.keys))
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -601,4 +602,25 @@ func TestStaleGrantIsGivenBack(t *testing.T) {
 			require.True(t, res.Granted, "the stale grant's slot was not given back")
 		})
 	}
+}
+
+// TestExchangeArgumentsLayout: the Go side sends as many arguments before
+// the changed records as lua/exchange.lua reads (FIRST_RECORD), and the
+// EVALSHA command holds the keys and then exactly those arguments.
+func TestExchangeArgumentsLayout(t *testing.T) {
+	src, err := luaFiles.ReadFile("lua/exchange.lua")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`local FIRST_RECORD = (\d+)`).FindSubmatch(src)
+	require.NotNil(t, m, "lua/exchange.lua names FIRST_RECORD")
+	first, err := strconv.Atoi(string(m[1]))
+	require.NoError(t, err)
+	require.Equal(t, recArgsFixed+1, first)
+
+	keys := []string{"k1", "k2", "k3", "k4", "k5"}
+	a := &recArgs{have: 3, credHave: 4, what: "read", names: []string{"lc"}, values: [][]byte{[]byte("v")}}
+	c := a.command(keys)
+	require.Equal(t, []any{"evalsha", recExchange.Hash(), len(keys), "k1", "k2", "k3", "k4", "k5"}, c.cmd[:3+len(keys)])
+	require.Len(t, c.args(), recArgsFixed+2)
+	require.Equal(t, []any{"lc", []byte("v")}, c.args()[recArgsFixed:])
+	require.Equal(t, int64(3), c.args()[0])
 }

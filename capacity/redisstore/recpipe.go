@@ -33,8 +33,7 @@ type recPipe struct {
 
 // recCall is an exchange waiting in the queue, and its reply.
 type recCall struct {
-	keys []string
-	args []any
+	recCommand
 	raw  []string
 	err  error
 	done chan struct{}
@@ -43,8 +42,8 @@ type recCall struct {
 // send queues an exchange and waits for its reply. ctx is not the
 // caller's: an exchange once queued is sent, and its reply applied, even if
 // the caller gives up (recEngine.do).
-func (p *recPipe) send(ctx context.Context, keys []string, args []any) ([]string, error) {
-	c := &recCall{keys: keys, args: args, done: make(chan struct{})}
+func (p *recPipe) send(ctx context.Context, cmd recCommand) ([]string, error) {
+	c := &recCall{recCommand: cmd, done: make(chan struct{})}
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	start := !p.sending
@@ -76,7 +75,7 @@ func (p *recPipe) run(ctx context.Context) {
 		pipe := p.rdb.Pipeline()
 		cmds = cmds[:0]
 		for _, c := range batch {
-			cmds = append(cmds, recExchange.EvalSha(ctx, pipe, c.keys, c.args...))
+			cmds = append(cmds, pipe.Do(ctx, c.cmd...))
 		}
 		_, _ = pipe.Exec(ctx)
 		for i, c := range batch {
@@ -84,7 +83,7 @@ func (p *recPipe) run(ctx context.Context) {
 			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
 				// Redis restarted or failed over since the script was
 				// loaded: EVAL loads it again.
-				c.raw, c.err = recExchange.Eval(ctx, p.rdb, c.keys, c.args...).StringSlice()
+				c.raw, c.err = recExchange.Eval(ctx, p.rdb, c.keys, c.args()...).StringSlice()
 			}
 			close(c.done)
 		}

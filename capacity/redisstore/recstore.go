@@ -131,7 +131,7 @@ func (e *recEngine) credential(ctx context.Context, name string, sc capacity.Sco
 	keys := e.scope(sc).keys
 	send := func(have int64, cred string, ttl int64) ([]string, error) {
 		args := &recArgs{have: -1, credHave: have, what: "cred", credTTL: ttl, cred: cred}
-		raw, err := e.pipe.send(context.WithoutCancel(ctx), keys, args.list())
+		raw, err := e.pipe.send(context.WithoutCancel(ctx), args.command(keys))
 		if err != nil {
 			return nil, e.s.failed(ctx, name, err)
 		}

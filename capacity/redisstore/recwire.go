@@ -35,16 +35,35 @@ type recArgs struct {
 	values       [][]byte
 }
 
-// list returns the arguments in the script's order, with the engine's
-// constants.
-func (a *recArgs) list() []any {
-	args := []any{a.have, a.credHave, a.what, recLogLength, recReadAtOnce, recRecordsPerWrite, recWriteMaxAge.Milliseconds(), a.credTTL,
-		a.decided, a.blob, a.entry, a.ttl, a.release, a.due, a.cred}
-	for i, name := range a.names {
-		args = append(args, name, a.values[i])
+// recArgsFixed is the number of the exchange's arguments before the
+// changed records (FIRST_RECORD - 1 in lua/exchange.lua).
+const recArgsFixed = 15
+
+// command returns the exchange on keys with a's arguments, in the script's
+// order and with the engine's constants, as one EVALSHA command: built
+// once, in one slice, for the pipeline to send as it is.
+func (a *recArgs) command(keys []string) recCommand {
+	cmd := make([]any, 0, 3+len(keys)+recArgsFixed+2*len(a.names))
+	cmd = append(cmd, "evalsha", recExchange.Hash(), len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
 	}
-	return args
+	cmd = append(cmd, a.have, a.credHave, a.what, recLogLength, recReadAtOnce, recRecordsPerWrite, recWriteMaxAge.Milliseconds(), a.credTTL,
+		a.decided, a.blob, a.entry, a.ttl, a.release, a.due, a.cred)
+	for i, name := range a.names {
+		cmd = append(cmd, name, a.values[i])
+	}
+	return recCommand{cmd: cmd, keys: keys}
 }
+
+// recCommand is one exchange as its EVALSHA command, and its keys.
+type recCommand struct {
+	cmd  []any
+	keys []string
+}
+
+// args returns the script's arguments (ARGV) in c.
+func (c recCommand) args() []any { return c.cmd[3+len(c.keys):] }
 
 // recMissed is the exchange's reply to a copy that missed writes
 // (lua/exchange.lua).

@@ -258,8 +258,13 @@ func benchmarkManyScopes(b *testing.B, burst time.Duration) {
 	scopes := scaleEnvInt(b, scaleEnvScopes, 1000)
 	reps, srv := run.run(b, scopes)
 	var admitted, denied, cmds, scripts, reserves, settles int64
+	var writes, refused, reloads, clientCPU int64
 	var lat []int64
 	for _, r := range reps {
+		writes += r.CASCommits
+		refused += r.CASConflicts
+		reloads += r.Reloads
+		clientCPU += r.CPUNS
 		admitted += r.Admitted
 		denied += r.Denied
 		cmds += r.Commands
@@ -282,6 +287,7 @@ func benchmarkManyScopes(b *testing.B, burst time.Duration) {
 		"redis-cpu-busy":      srv.cpu / secs,
 		"used-memory-B/scope": float64(srv.memory) / float64(scopes),
 		"key-memory-B/scope":  float64(keyBytes) / float64(scopes),
+		"clients-cpu-cores":   float64(clientCPU) / 1e9 / secs,
 	}
 	for k, v := range f {
 		b.ReportMetric(v, k)
@@ -291,6 +297,11 @@ func benchmarkManyScopes(b *testing.B, burst time.Duration) {
 	b.Logf("  admitted %d = %.0f/s, denied %.0f/s; Reserve p50 %.0f µs, p99 %.0f µs; %.2f client round trips per admitted call (%.2f script calls, %.1f operations each)",
 		admitted, f["admitted/s"], f["denied/s"], f["reserve-p50-us"], f["reserve-p99-us"], f["rt/admitted"], float64(scripts)/float64(admitted), float64(reserves+settles)/float64(scripts))
 	b.Logf("  Redis CPU busy %.1f%% of one core; server commands %d (%s)", 100*f["redis-cpu-busy"], srv.commands, srv.top)
+	b.Logf("  the %d client processes' CPU over the window: %.2f cores (the machine has %d)", run.procs, f["clients-cpu-cores"], runtime.NumCPU())
+	if writes > 0 {
+		b.Logf("  per admitted call: %.2f writes applied, %.2f refused (another worker wrote first), %.2f other script calls (reads); %d copies read whole",
+			float64(writes)/float64(admitted), float64(refused)/float64(admitted), float64(scripts-writes-refused)/float64(admitted), reloads)
+	}
 	b.Logf("  memory: used_memory +%d B = %.0f B per scope; %d keys of the prefix hold %d B (MEMORY USAGE) = %.0f B per scope; one scope: %s",
 		srv.memory, f["used-memory-B/scope"], keys, keyBytes, f["key-memory-B/scope"], one)
 }

@@ -46,7 +46,8 @@ const (
 	// set to "cas", on the compare-and-set prototype (casproto_test.go).
 	scaleEnvStore = "TOLLGATE_SCALE_STORE"
 	// scaleEnvCPUProfile, set to a path, has the first process write its
-	// CPU profile there.
+	// CPU profile there, and its allocations (a heap profile) there with
+	// ".mem" added.
 	scaleEnvCPUProfile = "TOLLGATE_SCALE_CPUPROFILE"
 )
 
@@ -315,6 +316,16 @@ func TestScaleChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pprof.StopCPUProfile()
+		defer func() {
+			f, err := os.Create(path + ".mem")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				t.Fatal(err)
+			}
+		}()
 	}
 
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(scaleEnvAddr), PoolSize: 64})

@@ -49,20 +49,25 @@ local FIRST_RECORD = 16 -- the changed records' names and values follow
 
 -- nextVersion is the version a write after version cur gives: cur + 1, or
 -- for the first write since the keys expired (cur 0) Redis time in
--- milliseconds, so that a copy of the keys before they expired never finds
--- its version again.
+-- microseconds, so that a copy of the keys before they expired never finds
+-- its version again: no scope is written once a microsecond, so the
+-- versions of its keys before they expired stay below that time.
 local function nextVersion(cur)
   if cur > 0 then return cur + 1 end
   local t = redis.call('TIME')
-  return t[1] * 1000 + math.floor(t[2] / 1000)
+  return t[1] * 1000000 + t[2]
 end
+
+-- num gives version n as Redis and the worker read it: every digit
+-- (tostring, and Redis for a number it is given, keep 14).
+local function num(n) return string.format('%d', n) end
 
 -- writeCredential sets the credential's block as cred says, and returns
 -- its new version.
 local function writeCredential(cv)
   if cred == '' then return cv end
   cv = nextVersion(cv)
-  redis.call('HSET', KEYS[3], 'v', cv)
+  redis.call('HSET', KEYS[3], 'v', num(cv))
   if cred == '-' then
     redis.call('HDEL', KEYS[3], 'b')
   else
@@ -77,9 +82,9 @@ if what == 'cred' then
   -- The credential's block alone, whichever engine holds the scope: written
   -- if the copy's version is current, else {'cred', TIME s, TIME µs, the
   -- version, the block ('' for none)}.
-  if credHave == cv then return {'ok', '0', tostring(writeCredential(cv))} end
+  if credHave == cv then return {'ok', '0', num(writeCredential(cv))} end
   local t = redis.call('TIME')
-  return {'cred', t[1], t[2], tostring(cv), redis.call('HGET', KEYS[3], 'b') or ''}
+  return {'cred', t[1], t[2], num(cv), redis.call('HGET', KEYS[3], 'b') or ''}
 end
 local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 if v == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'scripts'} end
@@ -94,7 +99,7 @@ end
 
 if write and have == v and credHave == cv and decidedLately() then
   v = nextVersion(v)
-  local set, del = {'v', v, 'b', blob, 't', what}, {}
+  local set, del = {'v', num(v), 'b', blob, 't', what}, {}
   for i = FIRST_RECORD, #ARGV, 2 do
     if ARGV[i + 1] == '' then
       del[#del + 1] = ARGV[i]
@@ -113,7 +118,7 @@ if write and have == v and credHave == cv and decidedLately() then
   cv = writeCredential(cv)
   if release ~= '' then redis.call('SPUBLISH', KEYS[4], release) end
   if due ~= '' then redis.call('SPUBLISH', KEYS[4], due) end
-  return {'ok', tostring(v), tostring(cv)}
+  return {'ok', num(v), num(cv)}
 end
 
 local t = redis.call('TIME')
@@ -140,7 +145,7 @@ if have ~= v then
 end
 local storedBlob = got[1] or ''
 if mode == 'same' and what == 'read' then storedBlob = '' end -- current: nothing to apply
-local out = {'missed', t[1], t[2], tostring(v), got[2] or '0', mode, storedBlob, tostring(cv),
+local out = {'missed', t[1], t[2], num(v), got[2] or '0', mode, storedBlob, num(cv),
   redis.call('HGET', KEYS[3], 'b') or '', tostring(#body)}
 for _, x in ipairs(body) do out[#out + 1] = x end
 for i = 3, #got do out[#out + 1] = got[i] or '' end
