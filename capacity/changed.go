@@ -12,3 +12,13 @@ func (c changedKeys[K]) note(k K) {
 		c[k] = struct{}{}
 	}
 }
+
+// reset makes *c an empty set that tracks: the set it was, cleared (its
+// memory kept for the next changes), or a new one.
+func (c *changedKeys[K]) reset() {
+	if *c == nil {
+		*c = changedKeys[K]{}
+		return
+	}
+	clear(*c)
+}

@@ -54,17 +54,18 @@ type scopeRecords struct {
 	recent    map[int64]*recentRecord // by Mark.Seq
 }
 
-// track makes m note the records its operations change from now on.
+// track makes m note the records its operations change from now on, and
+// forget those it noted.
 func (m *memScope) track() {
-	m.leases.changed = changedKeys[string]{}
-	m.tickets.changed = changedKeys[string]{}
-	m.failuresChanged = changedKeys[string]{}
-	m.lapsed.changed = changedKeys[string]{}
-	m.flowsChanged = changedKeys[flowID]{}
-	m.orderChanged = changedKeys[int]{}
-	m.keysChanged = changedKeys[string]{}
-	m.live.changed = changedKeys[liveNode]{}
-	m.recent.changed = changedKeys[int64]{}
+	m.leases.changed.reset()
+	m.tickets.changed.reset()
+	m.failuresChanged.reset()
+	m.lapsed.changed.reset()
+	m.flowsChanged.reset()
+	m.orderChanged.reset()
+	m.keysChanged.reset()
+	m.live.changed.reset()
+	m.recent.changed.reset()
 }
 
 // tracking reports whether m notes its changes.

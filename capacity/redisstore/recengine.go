@@ -164,6 +164,9 @@ type recScope struct {
 	// that leaves it so and changes no record writes nothing.
 	blob  []byte
 	wrote bool // the last exchange wrote
+	// fields holds the records an exchange read, for the copy to load
+	// (kept between exchanges: LoadRecords keeps none of it).
+	fields map[string][]byte
 	// timeAt is Redis TIME (unix ns) as last read, at readAt; last is the
 	// time of the scope's last write (unix ns); touched is when the copy
 	// last exchanged.
@@ -436,7 +439,12 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) er
 		}
 	}
 	s.version, s.credVersion = m.version, m.credVersion
-	recs := capacity.Records{Fields: map[string][]byte{capacity.CredentialRecord: m.cred}}
+	if s.fields == nil {
+		s.fields = map[string][]byte{}
+	}
+	clear(s.fields)
+	s.fields[capacity.CredentialRecord] = m.cred
+	recs := capacity.Records{Fields: s.fields}
 	if m.blob != "" {
 		recs.Blob = []byte(m.blob)
 		s.blob = recs.Blob

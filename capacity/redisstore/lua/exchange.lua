@@ -18,8 +18,9 @@
 -- all the rest it reads) or, to write, the decision's time (unix ns),
 -- 4 how many writes the log keeps at least, 5 the most records one script
 -- reads, 6 how many records a scope holds for each write its log keeps (a
--- scope of n records keeps the last max(ARGV[4], n / ARGV[6]) writes, so
--- that a copy of a large scope seldom reads it whole), 7 how long after its
+-- scope of n records keeps the last max(ARGV[4], n / ARGV[6]) writes, and
+-- up to TRIM_AFTER more, so that a copy of a large scope seldom reads it
+-- whole), 7 how long after its
 -- decision a write still applies (ms), 8 how long the credential's block
 -- lives if this writes it (ms); to write, then: 9 when the copy decided, in
 -- Redis time as it estimated it (unix ms: a write that reaches Redis more
@@ -46,6 +47,10 @@ local logLength, readAtOnce, recordsPerWrite = tonumber(ARGV[4]), tonumber(ARGV[
 local writeMaxAge, credTTL, decided = tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
 local blob, entry, ttl, release, due, cred = ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]
 local FIRST_RECORD = 16 -- the changed records' names and values follow
+-- TRIM_AFTER is how many writes past those it keeps the log holds before
+-- it is trimmed: a write of a small scope then counts and trims its log
+-- once in five, not every time (two commands fewer).
+local TRIM_AFTER = 4
 
 -- nextVersion is the version a write after version cur gives: cur + 1, or
 -- for the first write since the keys expired (cur 0) Redis time in
@@ -77,14 +82,15 @@ local function writeCredential(cv)
   return cv
 end
 
-local cv = tonumber(redis.call('HGET', KEYS[3], 'v') or '0')
+local credStored = redis.call('HMGET', KEYS[3], 'v', 'b')
+local cv, block = tonumber(credStored[1] or '0'), credStored[2] or ''
 if what == 'cred' then
   -- The credential's block alone, whichever engine holds the scope: written
   -- if the copy's version is current, else {'cred', TIME s, TIME µs, the
   -- version, the block ('' for none)}.
   if credHave == cv then return {'ok', '0', num(writeCredential(cv))} end
   local t = redis.call('TIME')
-  return {'cred', t[1], t[2], num(cv), redis.call('HGET', KEYS[3], 'b') or ''}
+  return {'cred', t[1], t[2], num(cv), block}
 end
 local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 if v == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'scripts'} end
@@ -110,9 +116,11 @@ if write and have == v and credHave == cv and decidedLately() then
   end
   redis.call('HSET', KEYS[1], unpack(set))
   if #del > 0 then redis.call('HDEL', KEYS[1], unpack(del)) end
-  redis.call('RPUSH', KEYS[2], entry)
-  local keep = math.max(logLength, math.floor(redis.call('HLEN', KEYS[1]) / recordsPerWrite))
-  redis.call('LTRIM', KEYS[2], -keep, -1)
+  local logged = redis.call('RPUSH', KEYS[2], entry)
+  if logged > logLength + TRIM_AFTER then
+    local keep = math.max(logLength, math.floor(redis.call('HLEN', KEYS[1]) / recordsPerWrite))
+    if logged > keep + TRIM_AFTER then redis.call('LTRIM', KEYS[2], -keep, -1) end
+  end
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
   cv = writeCredential(cv)
@@ -125,10 +133,24 @@ local t = redis.call('TIME')
 local fields = {'b', 't'}
 for i = FIRST_RECORD, #ARGV, 2 do fields[#fields + 1] = ARGV[i] end
 local got = redis.call('HMGET', KEYS[1], unpack(fields))
+
+-- missedWrites returns the log's entries of the writes after the copy's
+-- version, nil if the log no longer holds them all: a copy a few writes
+-- behind reads them at once, one further behind counts the log first.
+local function missedWrites()
+  local behind = v - have
+  if have < 0 or behind <= 0 then return nil end
+  if behind > logLength + TRIM_AFTER and behind > redis.call('LLEN', KEYS[2]) then return nil end
+  local entries = redis.call('LRANGE', KEYS[2], -behind, -1)
+  if #entries < behind then return nil end
+  return entries
+end
+
 local mode, body = 'same', {}
 if have ~= v then
-  if have >= 0 and have < v and v - have <= redis.call('LLEN', KEYS[2]) then
-    mode, body = 'log', redis.call('LRANGE', KEYS[2], have - v, -1)
+  local entries = missedWrites()
+  if entries then
+    mode, body = 'log', entries
   elseif redis.call('HLEN', KEYS[1]) > readAtOnce then
     mode = 'far'
   else
@@ -145,8 +167,7 @@ if have ~= v then
 end
 local storedBlob = got[1] or ''
 if mode == 'same' and what == 'read' then storedBlob = '' end -- current: nothing to apply
-local out = {'missed', t[1], t[2], num(v), got[2] or '0', mode, storedBlob, num(cv),
-  redis.call('HGET', KEYS[3], 'b') or '', tostring(#body)}
+local out = {'missed', t[1], t[2], num(v), got[2] or '0', mode, storedBlob, num(cv), block, tostring(#body)}
 for _, x in ipairs(body) do out[#out + 1] = x end
 for i = 3, #got do out[#out + 1] = got[i] or '' end
 return out
