@@ -13,13 +13,13 @@ func TrackRecords(s *MemoryStore, sc Scope) {
 }
 
 // ChangedRecords returns the blob of scope sc of s and the records that
-// operations on it changed since the last call, and forgets them.
+// operations on it changed since the last call, and forgets them: what
+// TakeRecords gives, decoded.
 func ChangedRecords(s *MemoryStore, sc Scope) ScopeRecords {
-	st := s.scope(sc, true)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	r := st.changes()
-	r.blob = st.blob()
+	r, err := parseRecords(sc, s.TakeRecords(sc))
+	if err != nil {
+		panic("TakeRecords gave records that do not decode: " + err.Error())
+	}
 	return r
 }
 

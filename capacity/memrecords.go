@@ -41,8 +41,7 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	var fields map[string][]byte
 	var announced []string
 	if st.tracking() {
-		r := st.changes()
-		fields = r.namedFields()
+		fields = st.namedChanges()
 		announced, st.announced = st.announced, nil
 	}
 	released := st.released
@@ -60,8 +59,11 @@ func (s *MemoryStore) TakeRecords(sc Scope) Records {
 	}
 	s.mu.Unlock()
 	// Encoded from the scope's own copy: a blob on the stack would escape.
+	// Made at the size of the last, so that it is not grown four times.
 	st.blobCopy = st.blob()
-	return Records{Blob: encodeRecord(st.blobCopy.fields), Fields: fields, Announced: announced,
+	blob := appendRecord(make([]byte, 0, st.blobSize), st.blobCopy.fields)
+	st.blobSize = len(blob)
+	return Records{Blob: blob, Fields: fields, Announced: announced,
 		RestsAt: st.restsAt(st.last), WaitersUntil: st.waitersUntil, Released: released, CredentialRestsAt: credRestsAt}
 }
 

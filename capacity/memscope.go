@@ -42,6 +42,7 @@ type memScope struct {
 	// where LoadRecords decodes the records it applies (made at its first).
 	blobCopy scopeBlob
 	loaded   *scopeRecords
+	blobSize int // of the blob TakeRecords last encoded
 	// announced lists the calls whose tickets came forward since the
 	// records were last taken (announceDue), while the scope tracks.
 	announced []string

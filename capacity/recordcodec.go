@@ -248,7 +248,12 @@ func (d *decoder) count(n *int, most int) {
 
 // encodeRecord returns v's fields, after the format byte.
 func encodeRecord(fields func(fieldCodec)) []byte {
-	e := &encoder{buf: append(make([]byte, 0, 128), recordFormat)}
+	return appendRecord(make([]byte, 0, 128), fields)
+}
+
+// appendRecord appends v's fields, after the format byte, to buf.
+func appendRecord(buf []byte, fields func(fieldCodec)) []byte {
+	e := &encoder{buf: append(buf, recordFormat)}
 	fields(e)
 	return e.buf
 }

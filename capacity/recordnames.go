@@ -137,7 +137,7 @@ func parseRecordsInto(sc Scope, in Records, r *scopeRecords) error {
 
 func nameAll[K comparable, V any](out map[string][]byte, kind byte, r map[K]*V, key func(K) []byte, fields func(*V, fieldCodec)) {
 	for k, v := range r {
-		name := string(append([]byte{kind}, key(k)...))
+		name := recordName(kind, key(k))
 		if v == nil {
 			out[name] = nil
 		} else {
@@ -145,6 +145,24 @@ func nameAll[K comparable, V any](out map[string][]byte, kind byte, r map[K]*V, 
 		}
 	}
 }
+
+// nameChanged adds to out, by name, the records of one kind whose keys
+// changed holds, as get finds them (nil for one it does not find: deleted),
+// and empties changed.
+func nameChanged[K comparable, V any](out map[string][]byte, kind byte, changed changedKeys[K], get func(K) (V, bool), key func(K) []byte, fields func(*V, fieldCodec)) {
+	for k := range changed {
+		name := recordName(kind, key(k))
+		if v, ok := get(k); ok {
+			out[name] = encodeRecord(func(c fieldCodec) { fields(&v, c) })
+		} else {
+			out[name] = nil
+		}
+	}
+	clear(changed)
+}
+
+// recordName is the name of the record of kind with key.
+func recordName(kind byte, key []byte) string { return string(append([]byte{kind}, key...)) }
 
 // parseOne decodes the record name, value into *r (made if nil).
 func parseOne[K comparable, V any](r *map[K]*V, name string, value []byte, key func([]byte) (K, bool), fields func(*V, fieldCodec)) error {

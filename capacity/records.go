@@ -10,7 +10,7 @@ import (
 // (scopeBlob) and its records, each kind by its own key. A scope that
 // tracks its changes (memScope.track) names the records its operations
 // changed, so that a store keeping a scope's state elsewhere writes only
-// those (changes), and a copy of the scope that applies them (apply) holds
+// those (namedChanges), and a copy of the scope that applies them (apply) holds
 // the same records (records) as the scope that made them.
 
 // scopeBlob is what a scope holds by value outside its records: written
@@ -40,7 +40,8 @@ type recentRecord struct {
 }
 
 // scopeRecords is a scope's state as records: all of them (records), or
-// those that operations changed, nil for one deleted (changes).
+// those that operations changed, nil for one deleted (namedChanges,
+// decoded).
 type scopeRecords struct {
 	blob      scopeBlob
 	leases    map[string]*Lease // by call
@@ -71,21 +72,21 @@ func (m *memScope) track() {
 // tracking reports whether m notes its changes.
 func (m *memScope) tracking() bool { return m.leases.changed != nil }
 
-// changes returns the records changed since the last call (since track
-// for the first), and forgets them. It leaves the blob zero: TakeRecords
-// encodes the scope's own.
-func (m *memScope) changes() scopeRecords {
-	return scopeRecords{
-		leases:    recordsOf(m.leases.changed, m.leases.get),
-		tickets:   recordsOf(m.tickets.changed, m.tickets.get),
-		failures:  recordsOf(m.failuresChanged, mapGet(m.failures)),
-		lapsed:    recordsOf(m.lapsed.changed, mapGet(m.lapsed.forget)),
-		flows:     recordsOf(m.flowsChanged, mapGet(m.flows)),
-		flowOrder: recordsOf(m.orderChanged, m.flowAt),
-		keys:      recordsOf(m.keysChanged, mapGet(m.keys)),
-		live:      recordsOf(m.live.changed, mapGet(m.live.nodes)),
-		recent:    recordsOf(m.recent.changed, m.recentAt),
-	}
+// namedChanges returns the records changed since the last call (since
+// track for the first), encoded by name, nil for one deleted, and forgets
+// them.
+func (m *memScope) namedChanges() map[string][]byte {
+	out := map[string][]byte{}
+	nameChanged(out, kindLease, m.leases.changed, m.leases.get, strKey, (*Lease).fields)
+	nameChanged(out, kindTicket, m.tickets.changed, m.tickets.get, strKey, (*Ticket).fields)
+	nameChanged(out, kindFailure, m.failuresChanged, mapGet(m.failures), strKey, (*failureCount).fields)
+	nameChanged(out, kindLapsed, m.lapsed.changed, mapGet(m.lapsed.forget), strKey, int64Fields)
+	nameChanged(out, kindFlow, m.flowsChanged, mapGet(m.flows), flowKey, (*flowState).fields)
+	nameChanged(out, kindFlowOrder, m.orderChanged, m.flowAt, intKey, (*flowID).fields)
+	nameChanged(out, kindKey, m.keysChanged, mapGet(m.keys), strKey, (*keyState).fields)
+	nameChanged(out, kindLive, m.live.changed, mapGet(m.live.nodes), liveKey, liveFields)
+	nameChanged(out, kindRecent, m.recent.changed, m.recentAt, int64Key, (*recentRecord).fields)
+	return out
 }
 
 // records returns every record of m.
@@ -120,8 +121,8 @@ func (m *memScope) records() scopeRecords {
 
 // apply makes m hold records r: the records of another copy of the scope
 // (records), or the changes another copy made to the same records as m
-// holds (changes). Applying notes no change of m's own, and forgets the
-// changes m noted: take them (changes) first.
+// holds (namedChanges). Applying notes no change of m's own, and forgets
+// the changes m noted: take them (namedChanges) first.
 func (m *memScope) apply(r scopeRecords) {
 	if m.tracking() {
 		defer m.track() // what m applies is not m's change to send
@@ -287,25 +288,6 @@ func (m *memScope) applyRecent(r map[int64]*recentRecord) {
 	}
 	slices.SortFunc(kept, func(a, b recentGrant) int { return cmp.Compare(a.seq, b.seq) })
 	m.recent.queue, m.recent.head = kept, 0
-}
-
-// recordsOf returns the records whose keys changed names, and empties it:
-// each record that get finds, nil for each it does not (nil if none
-// changed).
-func recordsOf[K comparable, V any](changed changedKeys[K], get func(K) (V, bool)) map[K]*V {
-	if len(changed) == 0 {
-		return nil
-	}
-	out := make(map[K]*V, len(changed))
-	for k := range changed {
-		if v, ok := get(k); ok {
-			out[k] = &v
-		} else {
-			out[k] = nil
-		}
-	}
-	clear(changed)
-	return out
 }
 
 // allRecords returns every record of m.

@@ -123,7 +123,11 @@ func recEntry(fields map[string][]byte) string {
 		}
 	}
 	sort.Strings(names)
-	var b []byte
+	size := 0
+	for _, n := range names {
+		size += 2*binary.MaxVarintLen32 + len(n) + len(fields[n])
+	}
+	b := make([]byte, 0, size)
 	for _, n := range names {
 		b = binary.AppendUvarint(b, uint64(len(n)))
 		b = append(b, n...)
@@ -136,23 +140,28 @@ func recEntry(fields map[string][]byte) string {
 // recParseEntry adds the records of log entry e to fields, later entries
 // overwriting earlier ones; a deletion is a nil value.
 func recParseEntry(e string, fields map[string][]byte) error {
-	b := []byte(e)
-	for len(b) > 0 {
-		var parts [2][]byte
+	for len(e) > 0 {
+		var parts [2]string
 		for i := range parts {
-			l, n := binary.Uvarint(b)
-			if n <= 0 || uint64(len(b)-n) < l {
+			l, n := recUvarint(e)
+			if n <= 0 || uint64(len(e)-n) < l {
 				return fmt.Errorf("%w: exchange: a log entry cut short", ErrBadReply)
 			}
-			parts[i], b = b[n:n+int(l)], b[n+int(l):]
+			parts[i], e = e[n:n+int(l)], e[n+int(l):]
 		}
-		if len(parts[1]) == 0 {
-			fields[string(parts[0])] = nil
+		if parts[1] == "" {
+			fields[parts[0]] = nil
 		} else {
-			fields[string(parts[0])] = parts[1]
+			fields[parts[0]] = []byte(parts[1])
 		}
 	}
 	return nil
+}
+
+// recUvarint is binary.Uvarint of the start of s, read in place.
+func recUvarint(s string) (uint64, int) {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.Uvarint(buf[:copy(buf[:], s)])
 }
 
 // recNotices returns what a write at now announces on the scope's
