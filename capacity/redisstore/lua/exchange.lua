@@ -122,7 +122,12 @@ if write and have == v and credHave == cv and decidedLately() then
     if logged > keep + TRIM_AFTER then redis.call('LTRIM', KEYS[2], -keep, -1) end
   end
   redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
+  -- The log's life is renewed once in TRIM_AFTER + 1 writes, not each
+  -- time: a log that goes before the records only makes copies read them
+  -- whole, and one that stays after holds the writes before them at its
+  -- head, which no copy reads (a version of the records' next life is
+  -- Redis time, further from any before than the log is long).
+  if logged % (TRIM_AFTER + 1) == 1 then redis.call('PEXPIRE', KEYS[2], ttl) end
   cv = writeCredential(cv)
   if release ~= '' then redis.call('SPUBLISH', KEYS[4], release) end
   if due ~= '' then redis.call('SPUBLISH', KEYS[4], due) end
