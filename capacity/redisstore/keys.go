@@ -91,11 +91,9 @@ type scopeKeys struct {
 	failure  string // prefix of failure keys; the call follows
 	batch    batcher
 	day      atomic.Pointer[dayBounds] // the last day boundaries computed
-	// onRecords is set while this Store last found the scope held by the
-	// records engine, and onScriptsAt is when it last found it held by
-	// the scripts (unix ns; recroute.go).
-	onRecords   atomic.Bool
-	onScriptsAt atomic.Int64
+	// onRecordsAt and onScriptsAt are when this Store last found the scope
+	// held by the records engine and by the scripts (unix ns; recroute.go).
+	onRecordsAt, onScriptsAt atomic.Int64
 }
 
 func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {

@@ -38,23 +38,27 @@ func isOnRecords(err error) bool {
 	return errors.As(err, &rerr) && redis.HasErrorPrefix(rerr, onRecordsPrefix)
 }
 
-// scriptsMemory is how long a Store on the records engine that found the
-// scripts holding a scope sends its operations on the scope straight to
-// them, rather than to the exchange first: a busy scope the scripts hold
-// costs it one round trip an operation, not two, and one whose state
-// expired (which takes seconds of rest) is found so at its next operation.
-const scriptsMemory = time.Second
+// heldMemory is how long a Store that found the engine it does not start
+// scopes with holding a scope sends its operations on the scope straight
+// to that engine, rather than to its own first: a busy scope the other
+// engine holds costs it one round trip an operation, not two, and one
+// whose state expired (which takes seconds of rest) starts again on the
+// Store's own engine.
+const heldMemory = time.Second
 
 // route runs an operation on sc with the engine that holds the scope:
-// records or scripts, first the one this Store starts scopes with (or the
-// one it last found holding sc, the scripts for scriptsMemory), then, if
+// records or scripts, first the one it last found holding sc if that was
+// within heldMemory, else the one this Store starts scopes with, then, if
 // that one says the other holds it, the other. A scope that moves between
 // the engines more often than that fails the operation with
 // capacity.ErrStoreUnavailable (a wait).
 func (s *Store) route(sc capacity.Scope, records, scripts func() error) error {
 	k := s.keysFor(sc)
-	onScripts := time.Since(time.Unix(0, k.onScriptsAt.Load())) < scriptsMemory
-	onRecords := k.onRecords.Load() || s.opts.Engine == EngineRecords && !onScripts
+	onRecords := s.opts.Engine == EngineRecords
+	recordsAt, scriptsAt := k.onRecordsAt.Load(), k.onScriptsAt.Load()
+	if time.Since(time.Unix(0, max(recordsAt, scriptsAt))) < heldMemory {
+		onRecords = recordsAt > scriptsAt
+	}
 	for range 3 {
 		var err error
 		if onRecords {
@@ -64,10 +68,9 @@ func (s *Store) route(sc capacity.Scope, records, scripts func() error) error {
 		}
 		switch {
 		case onRecords && errors.Is(err, errOnScripts):
-			k.onRecords.Store(false)
 			k.onScriptsAt.Store(time.Now().UnixNano())
 		case !onRecords && errors.Is(err, errOnRecords):
-			k.onRecords.Store(true)
+			k.onRecordsAt.Store(time.Now().UnixNano())
 		default:
 			return err
 		}

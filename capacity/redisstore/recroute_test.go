@@ -86,7 +86,7 @@ func TestEnginesHandOver(t *testing.T) {
 	// engine, gives it records, and the scripts' worker follows.
 	k := scripts.keysFor(sc)
 	require.NoError(t, rdb.Del(ctx, k.keys[keyEpoch+1:keyRecords]...).Err())
-	records.keysFor(sc).onScriptsAt.Store(0) // scriptsMemory later
+	records.keysFor(sc).onScriptsAt.Store(0) // heldMemory later
 	held, err = records.Reserve(ctx, req("c"))
 	require.NoError(t, err)
 	require.True(t, held.Granted)
@@ -118,6 +118,20 @@ func TestEnginesHandOver(t *testing.T) {
 	res, err = scripts.Reserve(ctx, req("d"))
 	require.NoError(t, err)
 	require.True(t, res.Granted)
+
+	// The records expire in turn: the scripts' worker, once it has not
+	// found them for heldMemory, starts the scope on its own engine again.
+	require.NoError(t, scripts.Settle(ctx, res.Lease, res.Lease.Charges))
+	rk := records.rec.scope(sc).keys
+	require.NoError(t, rdb.Del(ctx, rk[0], rk[1]).Err())
+	scripts.keysFor(sc).onRecordsAt.Store(0) // heldMemory later
+	res, err = scripts.Reserve(ctx, req("e"))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	engine, ok, err = records.EngineOf(ctx, sc)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, EngineScripts, engine, "a scripts worker kept sending the scope to the records engine")
 }
 
 // pipelineCounter counts the records engine's exchanges a client sends.
