@@ -40,11 +40,26 @@ func (r *recentGrants) inWindow(grantedAt time.Time) bool {
 // add counts le, granted now in slot and generation gen of the scope's
 // leases.
 func (r *recentGrants) add(le Lease, slot int32, gen uint32) {
+	if len(r.queue) == cap(r.queue) {
+		r.grow()
+	}
 	r.queue = append(r.queue, recentGrant{slot, gen, le.Mark.Seq, le.GrantedAt.UnixNano()})
 	r.changed.note(le.Mark.Seq)
 	for d := range r.held {
 		r.held[d] += float64(le.Charges[d])
 	}
+}
+
+// grow makes room for more entries: it drops those before head, which
+// left the window, and gives those in it twice their room. A window that
+// fills so copies each entry about once, where append, which grows a large
+// slice by a quarter, copied each several times, the left ones with them
+// (BenchmarkReserveSettle at 200,000 grants: 14 % of its time).
+func (r *recentGrants) grow() {
+	live := r.queue[r.head:]
+	q := make([]recentGrant, len(live), max(2*len(live), 64))
+	copy(q, live)
+	r.queue, r.head = q, 0
 }
 
 // ended takes lease le, which ended, out of held if it is counted there.
