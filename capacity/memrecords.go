@@ -129,6 +129,7 @@ func (s *MemoryStore) LoadRecords(sc Scope, r Records) error {
 	for call := range recs.tickets {
 		st.wakeDue(call)
 	}
+	*recs = scopeRecords{} // the scratch keeps none of the records it held
 	return nil
 }
 
