@@ -150,6 +150,7 @@ type recScope struct {
 	sc       capacity.Scope
 	scopeKey string
 	keys     []string // the exchange's KEYS: records, log, credential's block, channel, the scripts' state
+	head     []any    // the start of its every exchange's command (recCommandHead)
 
 	mu      sync.Mutex
 	pending []*recOp
@@ -214,6 +215,7 @@ func (e *recEngine) scope(sc capacity.Scope) *recScope {
 	k := e.s.keysFor(sc)
 	s := &recScope{sc: sc, scopeKey: k.scopeKey, version: -1,
 		keys: []string{k.keys[keyRecords], k.tag + recLogInfix + k.scopeKey, k.tag + recCredSuffix, k.channel, k.keys[keyState]}}
+	s.head = recCommandHead(s.keys)
 	v, _ := e.scopes.LoadOrStore(sc, s)
 	return v.(*recScope)
 }
@@ -391,7 +393,7 @@ func (e *recEngine) wakeLocal(s *recScope, release string, due []string) {
 // new versions, or what the copy missed (args names the records the batch
 // changed, whose values it reads back).
 func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) error {
-	raw, err := e.pipe.send(ctx, args.command(s.keys))
+	raw, err := e.pipe.send(ctx, args.command(s.head, s.keys))
 	if err != nil {
 		return err
 	}
@@ -518,7 +520,7 @@ func (e *recEngine) reload(ctx context.Context, s *recScope, v int64) error {
 			}
 		}
 		s.version = v
-		raw, err := e.pipe.send(ctx, s.args("reload").command(s.keys))
+		raw, err := e.pipe.send(ctx, s.args("reload").command(s.head, s.keys))
 		if err != nil {
 			return err
 		}

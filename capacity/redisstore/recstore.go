@@ -128,10 +128,10 @@ func (e *recEngine) summary(ctx context.Context, sc capacity.Scope, summary bool
 // The scripts keep the credential's block in a key of their own, which the
 // Store writes beside it (Store.Block).
 func (e *recEngine) credential(ctx context.Context, name string, sc capacity.Scope, change func(m *capacity.MemoryStore, now time.Time) error) error {
-	keys := e.scope(sc).keys
+	rs := e.scope(sc)
 	send := func(have int64, cred string, ttl int64) ([]string, error) {
 		args := &recArgs{have: -1, credHave: have, what: "cred", credTTL: ttl, cred: cred}
-		raw, err := e.pipe.send(context.WithoutCancel(ctx), args.command(keys))
+		raw, err := e.pipe.send(context.WithoutCancel(ctx), args.command(rs.head, rs.keys))
 		if err != nil {
 			return nil, e.s.failed(ctx, name, err)
 		}

@@ -39,17 +39,30 @@ type recArgs struct {
 // changed records (FIRST_RECORD - 1 in lua/exchange.lua).
 const recArgsFixed = 15
 
-// command returns the exchange on keys with a's arguments, in the script's
-// order and with the engine's constants, as one EVALSHA command: built
-// once, in one slice, for the pipeline to send as it is.
-func (a *recArgs) command(keys []string) recCommand {
-	cmd := make([]any, 0, 3+len(keys)+recArgsFixed+2*len(a.names))
-	cmd = append(cmd, "evalsha", recExchange.Hash(), len(keys))
+// recConstants are the engine's constants among the exchange's arguments
+// (ARGV 4 to 7), boxed once.
+var recConstants = []any{recLogLength, recReadAtOnce, recRecordsPerWrite, recWriteMaxAge.Milliseconds()}
+
+// recCommandHead returns the start of the exchange's EVALSHA command on
+// keys: the script and the keys, boxed once for every command on them.
+func recCommandHead(keys []string) []any {
+	head := []any{"evalsha", recExchange.Hash(), len(keys)}
 	for _, k := range keys {
-		cmd = append(cmd, k)
+		head = append(head, k)
 	}
-	cmd = append(cmd, a.have, a.credHave, a.what, recLogLength, recReadAtOnce, recRecordsPerWrite, recWriteMaxAge.Milliseconds(), a.credTTL,
-		a.decided, a.blob, a.entry, a.ttl, a.release, a.due, a.cred)
+	return head
+}
+
+// command returns the exchange whose command starts with head (on keys)
+// with a's arguments, in the script's order and with the engine's
+// constants, as one EVALSHA command: built once, in one slice, for the
+// pipeline to send as it is.
+func (a *recArgs) command(head []any, keys []string) recCommand {
+	cmd := make([]any, 0, len(head)+recArgsFixed+2*len(a.names))
+	cmd = append(cmd, head...)
+	cmd = append(cmd, a.have, a.credHave, a.what)
+	cmd = append(cmd, recConstants...)
+	cmd = append(cmd, a.credTTL, a.decided, a.blob, a.entry, a.ttl, a.release, a.due, a.cred)
 	for i, name := range a.names {
 		cmd = append(cmd, name, a.values[i])
 	}
