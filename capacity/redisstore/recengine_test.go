@@ -18,6 +18,14 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/testenv"
 )
 
+// slotRequest is a request for one of slots calls in flight on sc (6,000
+// requests a minute, a minute's lease): the shape of the tests in which
+// workers hold and hand over slots.
+func slotRequest(sc capacity.Scope, slots int64, call string) capacity.Request {
+	return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: slots}, Call: call, Attempt: 1,
+		Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
+}
+
 // newRecordsStore returns a Store with EngineRecords on rdb and prefix,
 // closed when the test ends.
 func newRecordsStore(t testing.TB, rdb redis.UniversalClient, prefix string, clock capacity.Clock) *Store {
@@ -389,10 +397,7 @@ func TestRecordsVersionsOutliveTheirKeys(t *testing.T) {
 	ctx := context.Background()
 	a, b := newRecordsStore(t, rdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "incarnations"}
-	req := func(call string) capacity.Request {
-		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}, Call: call, Attempt: 1,
-			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
-	}
+	req := func(call string) capacity.Request { return slotRequest(sc, 1, call) }
 	res, err := a.Reserve(ctx, req("a1"))
 	require.NoError(t, err)
 	require.True(t, res.Granted)
@@ -469,10 +474,7 @@ func TestRecordsForgetIdleCopies(t *testing.T) {
 	a, b := newRecordsStore(t, rdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
 	ctx := context.Background()
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "forget"}
-	req := func(call string) capacity.Request {
-		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 2}, Call: call, Attempt: 1,
-			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
-	}
+	req := func(call string) capacity.Request { return slotRequest(sc, 2, call) }
 	mine, err := a.Reserve(ctx, req("a"))
 	require.NoError(t, err)
 	require.True(t, mine.Granted)

@@ -59,10 +59,7 @@ func TestEnginesHandOver(t *testing.T) {
 	recRdb.AddHook(exchanges)
 	records := newRecordsStore(t, recRdb, prefix, nil)
 	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "handover"}
-	req := func(call string) capacity.Request {
-		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}, Call: call, Attempt: 1,
-			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
-	}
+	req := func(call string) capacity.Request { return slotRequest(sc, 1, call) }
 	held, err := scripts.Reserve(ctx, req("a"))
 	require.NoError(t, err)
 	require.True(t, held.Granted)

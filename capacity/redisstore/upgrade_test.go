@@ -433,10 +433,7 @@ func TestUpgradeFromScripts63InOneStep(t *testing.T) {
 	older, err := New(rdb, Options{Engine: EngineScripts, Prefix: prefix})
 	require.NoError(t, err)
 	older.scripts = previous
-	req := func(call string) capacity.Request {
-		return capacity.Request{Scope: keysScope, Limits: capacity.Limits{RequestsPerMinute: 6000, MaxInFlight: 1}, Call: call, Attempt: 1,
-			Charges: capacity.Charges{capacity.Requests: 1, capacity.InFlight: 1}, TTL: time.Minute}
-	}
+	req := func(call string) capacity.Request { return slotRequest(keysScope, 1, call) }
 	held, err := older.Reserve(ctx, req("a"))
 	require.NoError(t, err)
 	require.True(t, held.Granted)
