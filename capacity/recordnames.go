@@ -150,10 +150,18 @@ func nameAll[K comparable, V any](out map[string][]byte, kind byte, r map[K]*V, 
 // changed holds, as get finds them (nil for one it does not find: deleted),
 // and empties changed.
 func nameChanged[K comparable, V any](out map[string][]byte, kind byte, changed changedKeys[K], get func(K) (V, bool), key func(K) []byte, fields func(*V, fieldCodec)) {
+	if len(changed) == 0 {
+		return
+	}
+	// One record at a time in v, encoded by one closure: a record each
+	// would move to the heap once each.
+	var v V
+	encode := func(c fieldCodec) { fields(&v, c) }
 	for k := range changed {
 		name := recordName(kind, key(k))
-		if v, ok := get(k); ok {
-			out[name] = encodeRecord(func(c fieldCodec) { fields(&v, c) })
+		var ok bool
+		if v, ok = get(k); ok {
+			out[name] = encodeRecord(encode)
 		} else {
 			out[name] = nil
 		}

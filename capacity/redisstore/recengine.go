@@ -179,6 +179,12 @@ type recScope struct {
 	// restsAt means the records were lost, not expired.
 	restsAt time.Time
 	seen    int64
+	// out is the exchange the batch sends, made once and sent again, its
+	// command built in the same slice each time; names and values are the
+	// lists a write's changed records are given in, kept for their room.
+	out    recCall
+	names  []string
+	values [][]byte
 }
 
 // recOp is one operation waiting for its batch.
@@ -305,7 +311,8 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 	ctx := context.Background()
 	if s.copy == nil || time.Since(s.touched) > recFreshFor {
 		// Likely stale: read what the copy missed before deciding.
-		if err := e.exchange(ctx, s, s.args("read")); err != nil {
+		read := s.args("read")
+		if err := e.exchange(ctx, s, &read); err != nil {
 			return err
 		}
 	}
@@ -326,7 +333,8 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 			// Nothing to write (a read): done if the copy was current,
 			// else decide again on what it missed.
 			version, cred := s.version, s.credVersion
-			if err := e.exchange(ctx, s, s.args("read")); err != nil {
+			read := s.args("read")
+			if err := e.exchange(ctx, s, &read); err != nil {
 				return err
 			}
 			if s.version == version && s.credVersion == cred {
@@ -341,12 +349,16 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 		args.credTTL, args.decided = recCredTTL(ch, at), time.Unix(0, redisNow).UnixMilli()
 		args.blob, args.entry, args.ttl = ch.Blob, recEntry(ch.Fields), ttl.Milliseconds()
 		args.release, args.due, args.cred = release, due, recCredArg(ch.Fields)
+		args.names, args.values = s.names[:0], s.values[:0]
 		for name, value := range ch.Fields {
 			if name != capacity.CredentialRecord {
 				args.names, args.values = append(args.names, name), append(args.values, value)
 			}
 		}
-		if err := e.exchange(ctx, s, args); err != nil {
+		err := e.exchange(ctx, s, &args)
+		s.names, s.values = args.names, args.values
+		clear(s.values) // the records are the write's: let them go
+		if err != nil {
 			return err
 		}
 		if s.wrote {
@@ -362,8 +374,8 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 
 // args returns the exchange's arguments for what (a read, a reload or a
 // write's time) on s: the versions it holds; a write adds the rest.
-func (s *recScope) args(what string) *recArgs {
-	return &recArgs{have: s.version, credHave: s.credVersion, what: what}
+func (s *recScope) args(what string) recArgs {
+	return recArgs{have: s.version, credHave: s.credVersion, what: what}
 }
 
 // recCredTTL is how long the credential's block lives after a write at
@@ -393,7 +405,13 @@ func (e *recEngine) wakeLocal(s *recScope, release string, due []string) {
 // new versions, or what the copy missed (args names the records the batch
 // changed, whose values it reads back).
 func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) error {
-	raw, err := e.pipe.send(ctx, args.command(s.head, s.keys))
+	if s.out.done == nil {
+		s.out = *newRecCall(recCommand{keys: s.keys})
+	}
+	s.out.cmd = args.command(s.out.cmd, s.head, s.keys).cmd
+	raw, err := e.pipe.send(ctx, &s.out)
+	clear(s.out.cmd) // what the command held (the blob, the records) is the write's
+	s.out.raw = nil
 	if err != nil {
 		return err
 	}
@@ -520,7 +538,8 @@ func (e *recEngine) reload(ctx context.Context, s *recScope, v int64) error {
 			}
 		}
 		s.version = v
-		raw, err := e.pipe.send(ctx, s.args("reload").command(s.head, s.keys))
+		reload := s.args("reload")
+		raw, err := e.pipe.send(ctx, newRecCall(reload.command(nil, s.head, s.keys)))
 		if err != nil {
 			return err
 		}

@@ -620,7 +620,7 @@ func TestExchangeArgumentsLayout(t *testing.T) {
 
 	keys := []string{"k1", "k2", "k3", "k4", "k5"}
 	a := &recArgs{have: 3, credHave: 4, what: "read", names: []string{"lc"}, values: [][]byte{[]byte("v")}}
-	c := a.command(recCommandHead(keys), keys)
+	c := a.command(nil, recCommandHead(keys), keys)
 	require.Equal(t, []any{"evalsha", recExchange.Hash(), len(keys), "k1", "k2", "k3", "k4", "k5"}, c.cmd[:3+len(keys)])
 	require.Len(t, c.args(), recArgsFixed+2)
 	require.Equal(t, []any{"lc", []byte("v")}, c.args()[recArgsFixed:])

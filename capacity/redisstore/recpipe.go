@@ -31,7 +31,9 @@ type recPipe struct {
 	sending bool
 }
 
-// recCall is an exchange waiting in the queue, and its reply.
+// recCall is an exchange waiting in the queue, and its reply. One may be
+// sent again once its reply came (recScope.out): done has room for the
+// one signal a send waits for.
 type recCall struct {
 	recCommand
 	raw  []string
@@ -39,11 +41,15 @@ type recCall struct {
 	done chan struct{}
 }
 
+// newRecCall returns a call of cmd, ready to send.
+func newRecCall(cmd recCommand) *recCall {
+	return &recCall{recCommand: cmd, done: make(chan struct{}, 1)}
+}
+
 // send queues an exchange and waits for its reply. ctx is not the
 // caller's: an exchange once queued is sent, and its reply applied, even if
 // the caller gives up (recEngine.do).
-func (p *recPipe) send(ctx context.Context, cmd recCommand) ([]string, error) {
-	c := &recCall{recCommand: cmd, done: make(chan struct{})}
+func (p *recPipe) send(ctx context.Context, c *recCall) ([]string, error) {
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	start := !p.sending
@@ -85,7 +91,7 @@ func (p *recPipe) run(ctx context.Context) {
 				// loaded: EVAL loads it again.
 				c.raw, c.err = recExchange.Eval(ctx, p.rdb, c.keys, c.args()...).StringSlice()
 			}
-			close(c.done)
+			c.done <- struct{}{}
 		}
 	}
 }

@@ -131,7 +131,7 @@ func (e *recEngine) credential(ctx context.Context, name string, sc capacity.Sco
 	rs := e.scope(sc)
 	send := func(have int64, cred string, ttl int64) ([]string, error) {
 		args := &recArgs{have: -1, credHave: have, what: "cred", credTTL: ttl, cred: cred}
-		raw, err := e.pipe.send(context.WithoutCancel(ctx), args.command(rs.head, rs.keys))
+		raw, err := e.pipe.send(context.WithoutCancel(ctx), newRecCall(args.command(nil, rs.head, rs.keys)))
 		if err != nil {
 			return nil, e.s.failed(ctx, name, err)
 		}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,9 +57,10 @@ func recCommandHead(keys []string) []any {
 // command returns the exchange whose command starts with head (on keys)
 // with a's arguments, in the script's order and with the engine's
 // constants, as one EVALSHA command: built once, in one slice, for the
-// pipeline to send as it is.
-func (a *recArgs) command(head []any, keys []string) recCommand {
-	cmd := make([]any, 0, len(head)+recArgsFixed+2*len(a.names))
+// pipeline to send as it is. The slice is buf's (emptied first) if it has
+// the room, else made.
+func (a *recArgs) command(buf, head []any, keys []string) recCommand {
+	cmd := slices.Grow(buf[:0], len(head)+recArgsFixed+2*len(a.names))
 	cmd = append(cmd, head...)
 	cmd = append(cmd, a.have, a.credHave, a.what)
 	cmd = append(cmd, recConstants...)
