@@ -130,10 +130,5 @@ func newScopeKeys(prefix string, sc capacity.Scope) *scopeKeys {
 
 // keysFor returns sc's key names, cached per store.
 func (s *Store) keysFor(sc capacity.Scope) *scopeKeys {
-	if v, ok := s.keyCache.Load(sc); ok {
-		return v.(*scopeKeys)
-	}
-	k := newScopeKeys(s.opts.Prefix, sc)
-	v, _ := s.keyCache.LoadOrStore(sc, k)
-	return v.(*scopeKeys)
+	return s.keyCache.get(sc, func() *scopeKeys { return newScopeKeys(s.opts.Prefix, sc) })
 }

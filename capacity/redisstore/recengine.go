@@ -103,7 +103,7 @@ var ErrConflicts = errors.New("redisstore: the scope was written by others on ev
 // recEngine is a Store's records engine.
 type recEngine struct {
 	s      *Store
-	scopes sync.Map // capacity.Scope -> *recScope
+	scopes scopeMap[*recScope]
 	pipe   recPipe
 
 	writes, conflicts, reloads atomic.Int64
@@ -133,15 +133,13 @@ func (e *recEngine) sweep() {
 // whole. What the Store remembers of the scope apart from the copy (its
 // keys, the version it last saw, when it rests) stays.
 func (e *recEngine) forget(cutoff time.Time) {
-	e.scopes.Range(func(_, v any) bool {
-		s := v.(*recScope)
+	e.scopes.each(func(s *recScope) {
 		s.mu.Lock()
 		if !s.running && s.copy != nil && s.touched.Before(cutoff) {
 			s.copy, s.clock, s.blob = nil, nil, nil
 			s.version, s.credVersion = -1, -1
 		}
 		s.mu.Unlock()
-		return true
 	})
 }
 
@@ -215,15 +213,13 @@ func (c *recClock) NewTimer(d time.Duration) capacity.Timer {
 }
 
 func (e *recEngine) scope(sc capacity.Scope) *recScope {
-	if v, ok := e.scopes.Load(sc); ok {
-		return v.(*recScope)
-	}
-	k := e.s.keysFor(sc)
-	s := &recScope{sc: sc, scopeKey: k.scopeKey, version: -1,
-		keys: []string{k.keys[keyRecords], k.tag + recLogInfix + k.scopeKey, k.tag + recCredSuffix, k.channel, k.keys[keyState]}}
-	s.head = recCommandHead(s.keys)
-	v, _ := e.scopes.LoadOrStore(sc, s)
-	return v.(*recScope)
+	return e.scopes.get(sc, func() *recScope {
+		k := e.s.keysFor(sc)
+		s := &recScope{sc: sc, scopeKey: k.scopeKey, version: -1,
+			keys: []string{k.keys[keyRecords], k.tag + recLogInfix + k.scopeKey, k.tag + recCredSuffix, k.channel, k.keys[keyState]}}
+		s.head = recCommandHead(s.keys)
+		return s
+	})
 }
 
 // do runs op on sc's copy in the scope's next batch and returns its error:

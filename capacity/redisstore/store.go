@@ -39,7 +39,7 @@ type Store struct {
 	// store's (tests of clock skew); else opts.Clock or the system clock.
 	local capacity.Clock
 
-	keyCache   sync.Map // capacity.Scope -> *scopeKeys
+	keyCache   scopeMap[*scopeKeys]
 	limitCache sync.Map // capacity.Limits -> signature
 	sigCache   sync.Map // signature -> capacity.Limits
 	dayCache   sync.Map // scope key -> capacity.DayBoundary, from Reserve
