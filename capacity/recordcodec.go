@@ -31,11 +31,40 @@ type fieldCodec interface {
 	count(n *int, most int)
 }
 
-// intField reads or writes an integer field of any integer type.
+// intField reads or writes an integer field of any integer type. It calls
+// the codecs as what they are: a local given to an interface's method
+// moves to the heap, one allocation a field.
 func intField[T ~int | ~int8 | ~int32 | ~int64 | ~uint32](c fieldCodec, p *T) {
-	x := int64(*p)
-	c.int(&x)
-	*p = T(x)
+	switch c := c.(type) {
+	case *encoder:
+		x := int64(*p)
+		c.int(&x)
+	case *decoder:
+		var x int64
+		c.int(&x)
+		*p = T(x)
+	default:
+		x := int64(*p)
+		c.int(&x)
+		*p = T(x)
+	}
+}
+
+// countField is fieldCodec.count, calling the codecs as intField does.
+func countField(c fieldCodec, n *int, most int) {
+	switch c := c.(type) {
+	case *encoder:
+		x := *n
+		c.count(&x, most)
+	case *decoder:
+		var x int
+		c.count(&x, most)
+		*n = x
+	default:
+		x := *n
+		c.count(&x, most)
+		*n = x
+	}
 }
 
 func floats(c fieldCodec, s []float64) {

@@ -134,7 +134,7 @@ func (b *scopeBlob) fields(c fieldCodec) {
 	floats(c, b.virtual[:])
 	for r := range b.past {
 		n := len(b.past[r])
-		c.count(&n, maxVirtualLog)
+		countField(c, &n, maxVirtualLog)
 		if n != len(b.past[r]) {
 			b.past[r] = make([]virtualPoint, n)
 		}
