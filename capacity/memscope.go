@@ -43,6 +43,9 @@ type memScope struct {
 	blobCopy scopeBlob
 	loaded   *scopeRecords
 	blobSize int // of the blob TakeRecords last encoded
+	// recordEnc encodes the changed records (namedChanges), its buffer kept
+	// from one take to the next.
+	recordEnc encoder
 	// announced lists the calls whose tickets came forward since the
 	// records were last taken (announceDue), while the scope tracks.
 	announced []string

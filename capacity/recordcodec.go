@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -287,13 +288,28 @@ func appendRecord(buf []byte, fields func(fieldCodec)) []byte {
 	return e.buf
 }
 
+// record returns the fields of one record, after the format byte, in a
+// slice of their size; e keeps its buffer for the next (one encoder
+// encodes a write's records, one allocation each).
+func (e *encoder) record(fields func(fieldCodec)) []byte {
+	e.buf = append(e.buf[:0], recordFormat)
+	fields(e)
+	return bytes.Clone(e.buf)
+}
+
 // decodeRecord reads b into the fields it lists, and fails if b is not of
 // this format, is cut short or runs on past them.
 func decodeRecord(b []byte, fields func(fieldCodec)) error {
+	return new(decoder).record(b, fields)
+}
+
+// record is decodeRecord with d, which it resets first: one decoder reads
+// the records of a load.
+func (d *decoder) record(b []byte, fields func(fieldCodec)) error {
 	if len(b) == 0 || b[0] != recordFormat {
 		return fmt.Errorf("%w: not of format %d", ErrBadRecord, recordFormat)
 	}
-	d := &decoder{buf: b[1:]}
+	*d = decoder{buf: b[1:]}
 	fields(d)
 	if d.err == nil && len(d.buf) > 0 {
 		d.err = fmt.Errorf("%w: %d bytes past its fields", ErrBadRecord, len(d.buf))

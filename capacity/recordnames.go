@@ -93,6 +93,7 @@ func parseRecordsInto(sc Scope, in Records, r *scopeRecords) error {
 	if err := decodeRecord(in.Blob, r.blob.fields); err != nil {
 		return fmt.Errorf("the scope's blob: %w", err)
 	}
+	d := new(decoder)
 	for name, value := range in.Fields {
 		if name == "" {
 			return fmt.Errorf("%w: a record without a name", ErrBadRecord)
@@ -103,23 +104,23 @@ func parseRecordsInto(sc Scope, in Records, r *scopeRecords) error {
 		var err error
 		switch name[0] {
 		case kindLease:
-			err = parseOne(&r.leases, name, value, parseStr, (*Lease).fields)
+			err = parseOne(d, &r.leases, name, value, parseStr, (*Lease).fields)
 		case kindTicket:
-			err = parseOne(&r.tickets, name, value, parseStr, (*Ticket).fields)
+			err = parseOne(d, &r.tickets, name, value, parseStr, (*Ticket).fields)
 		case kindFailure:
-			err = parseOne(&r.failures, name, value, parseStr, (*failureCount).fields)
+			err = parseOne(d, &r.failures, name, value, parseStr, (*failureCount).fields)
 		case kindLapsed:
-			err = parseOne(&r.lapsed, name, value, parseStr, int64Fields)
+			err = parseOne(d, &r.lapsed, name, value, parseStr, int64Fields)
 		case kindFlow:
-			err = parseOne(&r.flows, name, value, parseFlow, (*flowState).fields)
+			err = parseOne(d, &r.flows, name, value, parseFlow, (*flowState).fields)
 		case kindFlowOrder:
-			err = parseOne(&r.flowOrder, name, value, parseInt, (*flowID).fields)
+			err = parseOne(d, &r.flowOrder, name, value, parseInt, (*flowID).fields)
 		case kindKey:
-			err = parseOne(&r.keys, name, value, parseStr, (*keyState).fields)
+			err = parseOne(d, &r.keys, name, value, parseStr, (*keyState).fields)
 		case kindLive:
-			err = parseOne(&r.live, name, value, parseLive, liveFields)
+			err = parseOne(d, &r.live, name, value, parseLive, liveFields)
 		case kindRecent:
-			err = parseOne(&r.recent, name, value, parseInt64, (*recentRecord).fields)
+			err = parseOne(d, &r.recent, name, value, parseInt64, (*recentRecord).fields)
 		default:
 			err = fmt.Errorf("%w: no record kind %q", ErrBadRecord, name[:1])
 		}
@@ -148,8 +149,8 @@ func nameAll[K comparable, V any](out map[string][]byte, kind byte, r map[K]*V, 
 
 // nameChanged adds to out, by name, the records of one kind whose keys
 // changed holds, as get finds them (nil for one it does not find: deleted),
-// and empties changed.
-func nameChanged[K comparable, V any](out map[string][]byte, kind byte, changed changedKeys[K], get func(K) (V, bool), key func(K) []byte, fields func(*V, fieldCodec)) {
+// encoded with e, and empties changed.
+func nameChanged[K comparable, V any](e *encoder, out map[string][]byte, kind byte, changed changedKeys[K], get func(K) (V, bool), key func(K) []byte, fields func(*V, fieldCodec)) {
 	if len(changed) == 0 {
 		return
 	}
@@ -161,7 +162,7 @@ func nameChanged[K comparable, V any](out map[string][]byte, kind byte, changed 
 		name := recordName(kind, key(k))
 		var ok bool
 		if v, ok = get(k); ok {
-			out[name] = encodeRecord(encode)
+			out[name] = e.record(encode)
 		} else {
 			out[name] = nil
 		}
@@ -172,8 +173,8 @@ func nameChanged[K comparable, V any](out map[string][]byte, kind byte, changed 
 // recordName is the name of the record of kind with key.
 func recordName(kind byte, key []byte) string { return string(append([]byte{kind}, key...)) }
 
-// parseOne decodes the record name, value into *r (made if nil).
-func parseOne[K comparable, V any](r *map[K]*V, name string, value []byte, key func([]byte) (K, bool), fields func(*V, fieldCodec)) error {
+// parseOne decodes the record name, value into *r (made if nil), with d.
+func parseOne[K comparable, V any](d *decoder, r *map[K]*V, name string, value []byte, key func([]byte) (K, bool), fields func(*V, fieldCodec)) error {
 	k, ok := key([]byte(name[1:]))
 	if !ok {
 		return fmt.Errorf("%w: a name without a key", ErrBadRecord)
@@ -186,7 +187,7 @@ func parseOne[K comparable, V any](r *map[K]*V, name string, value []byte, key f
 		return nil
 	}
 	v := new(V)
-	if err := decodeRecord(value, func(c fieldCodec) { fields(v, c) }); err != nil {
+	if err := d.record(value, func(c fieldCodec) { fields(v, c) }); err != nil {
 		return err
 	}
 	(*r)[k] = v

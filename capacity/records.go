@@ -77,15 +77,16 @@ func (m *memScope) tracking() bool { return m.leases.changed != nil }
 // them.
 func (m *memScope) namedChanges() map[string][]byte {
 	out := map[string][]byte{}
-	nameChanged(out, kindLease, m.leases.changed, m.leases.get, strKey, (*Lease).fields)
-	nameChanged(out, kindTicket, m.tickets.changed, m.tickets.get, strKey, (*Ticket).fields)
-	nameChanged(out, kindFailure, m.failuresChanged, mapGet(m.failures), strKey, (*failureCount).fields)
-	nameChanged(out, kindLapsed, m.lapsed.changed, mapGet(m.lapsed.forget), strKey, int64Fields)
-	nameChanged(out, kindFlow, m.flowsChanged, mapGet(m.flows), flowKey, (*flowState).fields)
-	nameChanged(out, kindFlowOrder, m.orderChanged, m.flowAt, intKey, (*flowID).fields)
-	nameChanged(out, kindKey, m.keysChanged, mapGet(m.keys), strKey, (*keyState).fields)
-	nameChanged(out, kindLive, m.live.changed, mapGet(m.live.nodes), liveKey, liveFields)
-	nameChanged(out, kindRecent, m.recent.changed, m.recentAt, int64Key, (*recentRecord).fields)
+	e := &m.recordEnc
+	nameChanged(e, out, kindLease, m.leases.changed, m.leases.get, strKey, (*Lease).fields)
+	nameChanged(e, out, kindTicket, m.tickets.changed, m.tickets.get, strKey, (*Ticket).fields)
+	nameChanged(e, out, kindFailure, m.failuresChanged, mapGet(m.failures), strKey, (*failureCount).fields)
+	nameChanged(e, out, kindLapsed, m.lapsed.changed, mapGet(m.lapsed.forget), strKey, int64Fields)
+	nameChanged(e, out, kindFlow, m.flowsChanged, mapGet(m.flows), flowKey, (*flowState).fields)
+	nameChanged(e, out, kindFlowOrder, m.orderChanged, m.flowAt, intKey, (*flowID).fields)
+	nameChanged(e, out, kindKey, m.keysChanged, mapGet(m.keys), strKey, (*keyState).fields)
+	nameChanged(e, out, kindLive, m.live.changed, mapGet(m.live.nodes), liveKey, liveFields)
+	nameChanged(e, out, kindRecent, m.recent.changed, m.recentAt, int64Key, (*recentRecord).fields)
 	return out
 }
 
