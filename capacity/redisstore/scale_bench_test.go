@@ -238,9 +238,11 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 // denied scope is skipped) and settling at once, for 10 s
 // (TOLLGATE_SCALE_SECONDS). It reports admitted calls/s, denials/s, the
 // Reserve latency, round trips per admitted call, the server's CPU busy
-// fraction and Redis memory per scope: used_memory after the run (clients
-// gone) less before, / scopes, and the MEMORY USAGE of every key of the
-// prefix / scopes.
+// fraction, the clients' CPU, the CPU each admitted call cost the clients
+// and Redis (clients-cpu-us/admitted, redis-cpu-us/admitted: on a machine
+// they share, the rate is what their sum allows) and Redis memory per
+// scope: used_memory after the run (clients gone) less before, / scopes,
+// and the MEMORY USAGE of every key of the prefix / scopes.
 func BenchmarkManyScopes(b *testing.B) {
 	if testing.Short() {
 		b.Skip("a multi-second multi-process run")
@@ -288,6 +290,10 @@ func benchmarkManyScopes(b *testing.B, burst time.Duration) {
 		"used-memory-B/scope": float64(srv.memory) / float64(scopes),
 		"key-memory-B/scope":  float64(keyBytes) / float64(scopes),
 		"clients-cpu-cores":   float64(clientCPU) / 1e9 / secs,
+		// What an admitted call costs the machine, whatever its speed that
+		// minute: the clients' CPU and Redis's.
+		"clients-cpu-us/admitted": float64(clientCPU) / 1e3 / float64(admitted),
+		"redis-cpu-us/admitted":   srv.cpu * 1e6 / float64(admitted),
 	}
 	for k, v := range f {
 		b.ReportMetric(v, k)
@@ -296,8 +302,10 @@ func benchmarkManyScopes(b *testing.B, burst time.Duration) {
 		scaleStoreName(b), scopes, run.procs, run.callers/run.procs, scaleBucket(burst), secs, run.addr)
 	b.Logf("  admitted %d = %.0f/s, denied %.0f/s; Reserve p50 %.0f µs, p99 %.0f µs; %.2f client round trips per admitted call (%.2f script calls, %.1f operations each)",
 		admitted, f["admitted/s"], f["denied/s"], f["reserve-p50-us"], f["reserve-p99-us"], f["rt/admitted"], float64(scripts)/float64(admitted), float64(reserves+settles)/float64(scripts))
-	b.Logf("  Redis CPU busy %.1f%% of one core; server commands %d (%s)", 100*f["redis-cpu-busy"], srv.commands, srv.top)
-	b.Logf("  the %d client processes' CPU over the window: %.2f cores (the machine has %d)", run.procs, f["clients-cpu-cores"], runtime.NumCPU())
+	b.Logf("  Redis CPU busy %.1f%% of one core (%.1f µs per admitted call); server commands %d (%s)",
+		100*f["redis-cpu-busy"], f["redis-cpu-us/admitted"], srv.commands, srv.top)
+	b.Logf("  the %d client processes' CPU over the window: %.2f cores (the machine has %d; %.1f µs per admitted call)",
+		run.procs, f["clients-cpu-cores"], runtime.NumCPU(), f["clients-cpu-us/admitted"])
 	if writes > 0 {
 		b.Logf("  per admitted call: %.2f writes applied, %.2f refused (another worker wrote first), %.2f other script calls (reads); %d copies read whole",
 			float64(writes)/float64(admitted), float64(refused)/float64(admitted), float64(scripts-writes-refused)/float64(admitted), reloads)
