@@ -64,8 +64,15 @@ const recWakePerRelease = recBatchMax
 
 // recFreshFor is how long after its last exchange a copy is taken to be
 // current: a batch on a copy older than that reads what it missed first,
-// rather than deciding on it and being refused.
+// rather than deciding on it and being refused, unless the last such read
+// found that no other worker had written (recScope.alone).
 const recFreshFor = 20 * time.Millisecond
+
+// recClockFor is how long a copy decides on the Redis TIME it last read
+// (plus the time elapsed since, on this host's clock) before it reads
+// Redis again first, so that the two clocks' drift stays a matter of
+// microseconds on a scope only this Store writes.
+const recClockFor = 10 * time.Second
 
 // recForgetAfter is how long a copy of a scope may go unused before its
 // Store drops it, so that a worker that touches many scopes over its life
@@ -177,6 +184,12 @@ type recScope struct {
 	// restsAt means the records were lost, not expired.
 	restsAt time.Time
 	seen    int64
+	// behind is set when the last exchange found writes the copy missed;
+	// alone when the last read before a batch found none, or a batch
+	// that skipped it was not refused: a worker alone on a scope then
+	// writes without reading first, one script call a batch, until
+	// another worker's write refuses one.
+	behind, alone bool
 	// out is the exchange the batch sends, made once and sent again, its
 	// command built in the same slice each time; names and values are the
 	// lists a write's changed records are given in, kept for their room.
@@ -305,12 +318,14 @@ func (e *recEngine) lead(s *recScope) {
 // before the batch started is skipped.
 func (e *recEngine) run(s *recScope, batch []*recOp) error {
 	ctx := context.Background()
-	if s.copy == nil || time.Since(s.touched) > recFreshFor {
+	if s.copy == nil || !s.alone && time.Since(s.touched) > recFreshFor || time.Since(s.readAt) > recClockFor {
 		// Likely stale: read what the copy missed before deciding.
+		had := s.copy != nil
 		read := s.args("read")
 		if err := e.exchange(ctx, s, &read); err != nil {
 			return err
 		}
+		s.alone = had && !s.behind
 	}
 	for range recMaxConflicts {
 		redisNow := s.now()
@@ -336,6 +351,7 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 			if s.version == version && s.credVersion == cred {
 				return nil
 			}
+			s.alone = false
 			continue
 		}
 		at := time.Unix(0, now)
@@ -364,6 +380,7 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 			return nil
 		}
 		e.conflicts.Add(1)
+		s.alone = false
 	}
 	return fmt.Errorf("%w (%d tries)", ErrConflicts, recMaxConflicts)
 }
@@ -415,7 +432,7 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) er
 		return errOnScripts
 	}
 	if len(raw) == 3 && raw[0] == "ok" {
-		s.wrote = true
+		s.wrote, s.behind = true, false
 		s.version, err = strconv.ParseInt(raw[1], 10, 64)
 		if err == nil {
 			s.credVersion, err = strconv.ParseInt(raw[2], 10, 64)
@@ -431,7 +448,7 @@ func (e *recEngine) exchange(ctx context.Context, s *recScope, args *recArgs) er
 	if m.version < s.seen && time.Unix(0, m.time).Before(s.restsAt) {
 		e.lost(s)
 	}
-	s.seen = m.version
+	s.seen, s.behind = m.version, m.mode != "same"
 	s.timeAt, s.readAt, s.last = m.time, time.Now(), m.last
 	s.touched = s.readAt
 	if m.mode == "far" {

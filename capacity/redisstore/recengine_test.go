@@ -420,6 +420,74 @@ func TestRecordsVersionsOutliveTheirKeys(t *testing.T) {
 	require.False(t, res.Granted, "granted beside the slot the other worker holds")
 }
 
+// scriptCalls counts the EVALSHA commands a client sends.
+type scriptCalls struct{ n atomic.Int64 }
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (h *scriptCalls) count(cmd redis.Cmder) {
+	if cmd.Name() == "evalsha" {
+		h.n.Add(1)
+	}
+}
+
+// TestRecordsAloneWritesWithoutReading: a worker whose read before a batch
+// found that no other worker had written decides its next batches on its
+// copy and writes them, one script call each, however long the copy was
+// idle; once another worker's write refuses one, it reads first again. And
+// a copy whose Redis TIME is recClockFor old reads first whatever it found.
+func TestRecordsAloneWritesWithoutReading(t *testing.T) {
+	t.Parallel()
+	rdb, aRdb := testClient(t), testClient(t)
+	calls := &scriptCalls{}
+	aRdb.AddHook(calls)
+	prefix := testPrefix(t, rdb)
+	a, b := newRecordsStore(t, aRdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "alone"}
+	// call reserves and settles as s after a's copy was idle, and returns
+	// the script calls a's reserve took.
+	call := func(s *Store, id string) int64 {
+		t.Helper()
+		a.rec.scope(sc).touched = time.Time{} // idle, as after 20 ms
+		before := calls.n.Load()
+		res, err := s.Reserve(ctx, slotRequest(sc, 2, id))
+		took := calls.n.Load() - before
+		require.NoError(t, err)
+		require.True(t, res.Granted, id)
+		require.NoError(t, s.Settle(ctx, res.Lease, res.Lease.Charges))
+		return took
+	}
+	require.Equal(t, int64(2), call(a, "a1"), "the first call reads the scope, then writes")
+	require.Equal(t, int64(2), call(a, "a2"), "an idle copy reads first until a read finds no one else wrote")
+	require.Equal(t, int64(1), call(a, "a3"), "a worker alone writes without reading")
+	require.Equal(t, int64(1), call(a, "a4"))
+
+	call(b, "b1")
+	conflicts := a.Stats().Conflicts
+	require.Equal(t, int64(2), call(a, "a5"), "the write on a stale copy is refused and made again")
+	require.Equal(t, conflicts+1, a.Stats().Conflicts)
+	require.Equal(t, int64(2), call(a, "a6"), "after a refusal the worker reads first again")
+	require.Equal(t, int64(1), call(a, "a7"))
+
+	a.rec.scope(sc).readAt = time.Now().Add(-recClockFor - time.Second)
+	require.Equal(t, int64(2), call(a, "a8"), "a copy on an old Redis TIME reads first")
+	require.Equal(t, int64(1), call(a, "a9"))
+}
+
 // TestRecordsReadOfAScopeNeverUsedWritesNothing: reading a scope no worker
 // wrote, or lifting its block, leaves Redis without its records, as the
 // scripts leave it without a state (`tollgate status` lists only scopes in
