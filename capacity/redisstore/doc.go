@@ -62,7 +62,10 @@
 // the batch again. A write that reaches Redis more than a second after its
 // decision (Redis paused, the worker stalled) is refused the same way, so
 // that no lease is granted already run out. So a batch costs Redis one script call on a current copy
-// and two when another worker wrote first, and no script walks a queue: the
+// and two when another worker wrote first (a copy idle for 20 ms reads what
+// it missed first, unless its last such read found that no other worker
+// had written: a worker alone on a scope writes without reading, and reads
+// first at least every 10 s), and no script walks a queue: the
 // work in Redis grows with what the batch changed, not with the calls
 // waiting, the tickets booked or the leases ended lately. A copy further
 // behind than the log reads every record, 256 at a time (HSCAN) for a large
