@@ -184,11 +184,11 @@ type recScope struct {
 	// restsAt means the records were lost, not expired.
 	restsAt time.Time
 	seen    int64
-	// behind is set when the last exchange found writes the copy missed;
-	// alone when the last read before a batch found none, or a batch
-	// that skipped it was not refused: a worker alone on a scope then
-	// writes without reading first, one script call a batch, until
-	// another worker's write refuses one.
+	// behind is set when the last exchange found writes the copy missed.
+	// alone is set when the last read before a batch found none, and
+	// cleared when another worker's write refuses one of this Store's: a
+	// worker alone on a scope writes without reading first, one script
+	// call a batch.
 	behind, alone bool
 	// out is the exchange the batch sends, made once and sent again, its
 	// command built in the same slice each time; names and values are the
