@@ -32,20 +32,31 @@ var benchLimits = capacity.Limits{
 var benchScope = capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "bench"}
 
 // countHook counts the commands a client sends (one per round trip here:
-// nothing is pipelined).
-type countHook struct{ n atomic.Int64 }
+// nothing is pipelined), only those named name if it is set.
+type countHook struct {
+	name string
+	n    atomic.Int64
+}
 
 func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
+		h.count(cmd)
 		return next(ctx, cmd)
 	}
 }
 func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
 		return next(ctx, cmds)
+	}
+}
+
+func (h *countHook) count(cmd redis.Cmder) {
+	if h.name == "" || cmd.Name() == h.name {
+		h.n.Add(1)
 	}
 }
 

@@ -420,30 +420,6 @@ func TestRecordsVersionsOutliveTheirKeys(t *testing.T) {
 	require.False(t, res.Granted, "granted beside the slot the other worker holds")
 }
 
-// scriptCalls counts the EVALSHA commands a client sends.
-type scriptCalls struct{ n atomic.Int64 }
-
-func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-func (h *scriptCalls) count(cmd redis.Cmder) {
-	if cmd.Name() == "evalsha" {
-		h.n.Add(1)
-	}
-}
-
 // TestRecordsAloneWritesWithoutReading: a worker whose read before a batch
 // found that no other worker had written decides its next batches on its
 // copy and writes them, one script call each, however long the copy was
@@ -452,7 +428,7 @@ func (h *scriptCalls) count(cmd redis.Cmder) {
 func TestRecordsAloneWritesWithoutReading(t *testing.T) {
 	t.Parallel()
 	rdb, aRdb := testClient(t), testClient(t)
-	calls := &scriptCalls{}
+	calls := &countHook{name: "evalsha"}
 	aRdb.AddHook(calls)
 	prefix := testPrefix(t, rdb)
 	a, b := newRecordsStore(t, aRdb, prefix, nil), newRecordsStore(t, rdb, prefix, nil)
