@@ -552,23 +552,42 @@ func (r *chaosRun) killVictim() *chaosProc {
 			want = 1
 		}
 		for _, p := range r.procs {
-			open, held := openRequests(p.events(r.t))
-			// Requests sent just now: a call lasts chaosLatency at the
-			// provider, so they are still there when the kill lands
-			// (one sent earlier may be answered in between).
-			fresh := 0
-			for _, e := range open {
-				if time.Since(e.At) < chaosLatency/3 {
-					fresh++
-				}
-			}
-			if fresh >= want && len(held) >= want {
+			if fresh, held := r.freshRequests(p); fresh >= want && held >= want {
 				return p
 			}
 		}
 	}
 	r.t.Fatal("no worker ever held a lease with its request at the provider")
 	return nil
+}
+
+// freshRequests returns how many requests p has at the provider that it
+// sent in the last third of a call's latency, and how many leases it
+// holds. A call lasts chaosLatency at the provider, so those requests are
+// still there when a kill lands (one sent earlier may be answered in
+// between).
+func (r *chaosRun) freshRequests(p *chaosProc) (fresh, held int) {
+	open, leases := openRequests(p.events(r.t))
+	for _, e := range open {
+		if time.Since(e.At) < chaosLatency/3 {
+			fresh++
+		}
+	}
+	return fresh, len(leases)
+}
+
+// waitFreshRequest waits (within chaosBound) until a worker has a request
+// at the provider sent in the last third of a call's latency.
+func (r *chaosRun) waitFreshRequest() {
+	r.t.Helper()
+	require.Eventually(r.t, func() bool {
+		for _, p := range r.procs {
+			if fresh, _ := r.freshRequests(p); fresh > 0 {
+				return true
+			}
+		}
+		return false
+	}, chaosBound, 10*time.Millisecond, "no request ever reached the provider")
 }
 
 // chaosKillWorker: a worker process holding leases, its requests at the
@@ -763,8 +782,8 @@ func chaosGarbageProvider(t *testing.T, c client.Client, addr string) {
 }
 
 // chaosTemporalRestart: the Temporal server (a dev server with its state in
-// a file) is killed with SIGKILL mid-batch and started again on the same
-// port 5 s later. Workers keep their calls going: answers that come back
+// a file) is killed with SIGKILL mid-batch, while a request is at the
+// provider, and started again on the same port 5 s later. Workers keep their calls going: answers that come back
 // meanwhile are reported once it is back, and no lease waits on it (a
 // heartbeat does, up to the client's RPC timeout, but the keepalive renews
 // leases on its own). The workers' RPCTimeout is 1 min: the SDK retries a
@@ -783,6 +802,11 @@ func chaosTemporalRestart(t *testing.T) {
 	r := newChaosRun(t, c, ct.addr, chaosOptions{RPCTimeout: time.Minute})
 	runs := r.begin("batch", chaosWorkflows, chaosPerFlow)
 	r.waitAnswered(chaosCalls / 4)
+	// Kill it while a request is at the provider: the 20th answer can come
+	// between two waves of calls, with none there (a run under -race with
+	// every package's tests at once killed it so, and the provider
+	// answered nothing while it was away).
+	r.waitFreshRequest()
 	down := time.Now()
 	ct.kill()
 	time.Sleep(outage)
