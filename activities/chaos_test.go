@@ -783,10 +783,10 @@ func chaosGarbageProvider(t *testing.T, c client.Client, addr string) {
 
 // chaosTemporalRestart: the Temporal server (a dev server with its state in
 // a file) is killed with SIGKILL mid-batch, while a request is at the
-// provider, and started again on the same port 5 s later. Workers keep their calls going: answers that come back
-// meanwhile are reported once it is back, and no lease waits on it (a
-// heartbeat does, up to the client's RPC timeout, but the keepalive renews
-// leases on its own). The workers' RPCTimeout is 1 min: the SDK retries a
+// provider, and started again on the same port 5 s later. Workers keep
+// their calls going: answers that come back meanwhile are reported once it
+// is back, and no lease waits on it (a heartbeat does, up to the client's
+// RPC timeout, but the keepalive renews leases on its own). The workers' RPCTimeout is 1 min: the SDK retries a
 // completion for that long, while its connection comes back with a backoff
 // of up to 10 s, so the default 10 s can lose a completion sent just
 // before the kill, and Temporal then runs the call again after its
