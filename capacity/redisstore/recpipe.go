@@ -65,7 +65,7 @@ func (p *recPipe) send(ctx context.Context, c *recCall) ([]string, error) {
 // run sends the queued exchanges, up to recPipeMax in one pipeline, until
 // none is left.
 func (p *recPipe) run(ctx context.Context) {
-	var cmds []*redis.Cmd
+	var cmds []*redis.StringSliceCmd
 	for {
 		p.mu.Lock()
 		n := min(len(p.queue), recPipeMax)
@@ -81,11 +81,15 @@ func (p *recPipe) run(ctx context.Context) {
 		pipe := p.rdb.Pipeline()
 		cmds = cmds[:0]
 		for _, c := range batch {
-			cmds = append(cmds, pipe.Do(ctx, c.cmd...))
+			// Read as strings straight away: a reply read generically
+			// is boxed value by value, then copied.
+			cmd := redis.NewStringSliceCmd(ctx, c.cmd...)
+			_ = pipe.Process(ctx, cmd)
+			cmds = append(cmds, cmd)
 		}
 		_, _ = pipe.Exec(ctx)
 		for i, c := range batch {
-			c.raw, c.err = cmds[i].StringSlice()
+			c.raw, c.err = cmds[i].Result()
 			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
 				// Redis restarted or failed over since the script was
 				// loaded: EVAL loads it again.

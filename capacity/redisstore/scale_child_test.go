@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -394,12 +393,12 @@ func TestScaleChild(t *testing.T) {
 	}
 
 	time.Sleep(time.Until(start))
-	cmds0, scripts0, cpu0 := hook.all.Load(), hook.scripts.Load(), scaleCPU()
+	cmds0, scripts0, cpu0 := hook.all.Load(), hook.scripts.Load(), redisstore.ProcessCPU()
 	var cmds1, scripts1, cpu1 atomic.Int64
 	atEnd := time.AfterFunc(time.Until(end), func() {
 		cmds1.Store(hook.all.Load())
 		scripts1.Store(hook.scripts.Load())
-		cpu1.Store(scaleCPU())
+		cpu1.Store(redisstore.ProcessCPU())
 	})
 	defer atEnd.Stop()
 	ctx, cancel := context.WithDeadline(context.Background(), end)
@@ -542,14 +541,4 @@ func scaleManyCaller(ctx context.Context, s scaleStore, lim capacity.Limits, c *
 			c.rep.Settles++
 		}
 	}
-}
-
-// scaleCPU is the CPU time (user and system) this process has used, in
-// nanoseconds.
-func scaleCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
