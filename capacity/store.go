@@ -322,7 +322,10 @@ type Reservation struct {
 	// Probe reports that this grant is the single probe of a half-open
 	// block: its caller must Unblock on success or Block again on failure.
 	Probe bool
-	// Now is the store's clock at the decision.
+	// Now is the store's clock at the decision, or, from a store that can
+	// tell how long its answer took to come back after it decided (the
+	// Redis store's records engine: a write's round trip), at the answer:
+	// RetryAt.Sub(Now) is then the wait left when the caller gets it.
 	Now time.Time
 }
 

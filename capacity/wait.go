@@ -89,8 +89,10 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		// passed since the request was sent: a wake-up that raced the
 		// answer never sleeps past RetryAt. A ticket holder sleeps the whole
 		// wait from the answer: the time before the store decided (a queued
-		// batch) would wake it early, to be told "not yet"; a claim a round
-		// trip late loses nothing (the ticket is held for its grace).
+		// batch) would wake it early, to be told "not yet"; a store that
+		// answers a while after it decided moves Now on by that (its doc),
+		// and a claim late by the rest loses nothing but the time (the
+		// ticket is held for its grace).
 		d := minSleep
 		if !r.RetryAt.IsZero() {
 			if wait := r.RetryAt.Sub(r.Now); wait > minSleep {

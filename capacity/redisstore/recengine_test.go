@@ -650,6 +650,43 @@ func TestStaleGrantIsGivenBack(t *testing.T) {
 	}
 }
 
+// TestRecordsNowAtTheAnswer: the records engine gives a reservation's Now
+// at the answer, not at the decision: a ticket whose answer took 300 ms to
+// come back after its batch was decided says its wait is that much
+// shorter, so that its holder, who sleeps RetryAt.Sub(Now) from the answer
+// (capacity.Wait), claims when the ticket comes due, not 300 ms after. The
+// scope grants one request a second; the ticket comes due a second after
+// the first grant.
+func TestRecordsNowAtTheAnswer(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: testClient(t).Options().Addr})
+	defer rdb.Close()
+	const delay = 300 * time.Millisecond
+	hook := &slowReplyHook{delay: delay}
+	rdb.AddHook(hook)
+	s := newRecordsStore(t, rdb, testPrefix(t, rdb), nil)
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "answer"}
+	req := func(call string) capacity.Request {
+		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 60, Burst: time.Second, SafetyMargin: 1},
+			Call: call, Attempt: 1, Charges: capacity.Charges{capacity.Requests: 1}, TTL: time.Minute, Book: true}
+	}
+	first, err := s.Reserve(ctx, req("first"))
+	require.NoError(t, err)
+	require.True(t, first.Granted)
+
+	hook.armed.Store(true)
+	res, err := s.Reserve(ctx, req("booked"))
+	require.NoError(t, err)
+	require.False(t, hook.armed.Load(), "no reply was held back")
+	require.True(t, res.Booked, "%+v", res)
+	require.False(t, res.Granted)
+	wait := res.RetryAt.Sub(res.Now)
+	t.Logf("the ticket's wait from the answer: %v", wait)
+	require.LessOrEqual(t, wait, time.Second-delay+50*time.Millisecond,
+		"Now is the decision's time: the holder would claim the time the answer took late")
+}
+
 // TestExchangeArgumentsLayout: the Go side sends as many arguments before
 // the changed records as lua/exchange.lua reads (FIRST_RECORD), and the
 // EVALSHA command holds the keys and then exactly those arguments.

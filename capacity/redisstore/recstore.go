@@ -19,7 +19,9 @@ import (
 
 func (e *recEngine) reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
 	var res capacity.Reservation
+	var decided time.Time // on this machine's clock
 	err := e.do(ctx, "reserve", req.Scope, func(m *capacity.MemoryStore) (err error) {
+		decided = time.Now()
 		res, err = m.Reserve(ctx, req)
 		return err
 	}, func() {
@@ -34,6 +36,15 @@ func (e *recEngine) reserve(ctx context.Context, req capacity.Request) (capacity
 	})
 	if err != nil {
 		return capacity.Reservation{}, err // res may still be written: the caller gave up
+	}
+	if e.s.opts.Clock == nil {
+		// The answer comes a write's round trip (and any conflicts) after
+		// the decision: Now is the store's clock at the answer, so that a
+		// ticket's holder, who sleeps RetryAt.Sub(Now) from it, claims on
+		// time however long the answer took. (The batch's clock stood
+		// still while the operations before this one were decided, for
+		// microseconds: Now is behind the answer by that.)
+		res.Now = res.Now.Add(time.Since(decided))
 	}
 	return res, nil
 }
