@@ -322,10 +322,13 @@ type Reservation struct {
 	// Probe reports that this grant is the single probe of a half-open
 	// block: its caller must Unblock on success or Block again on failure.
 	Probe bool
-	// Now is the store's clock at the decision, or, from a store that can
-	// tell how long its answer took to come back after it decided (the
-	// Redis store's records engine: a write's round trip), at the answer:
-	// RetryAt.Sub(Now) is then the wait left when the caller gets it.
+	// Now is the store's clock at the decision. For a reservation that
+	// holds a ticket (HoldsTicket), a store that can tell how long its
+	// answer took to come back after it decided (the Redis store's records
+	// engine: a write's round trip) gives its clock at the answer instead:
+	// RetryAt.Sub(Now) is then the wait left when the caller gets it, which
+	// Wait sleeps whole. For other denials Wait takes off the time since it
+	// sent the request, so that its next one is decided at RetryAt.
 	Now time.Time
 }
 

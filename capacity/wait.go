@@ -75,7 +75,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 			stopDue()
 			return r, nil
 		}
-		if holdsTicket(r) {
+		if r.HoldsTicket() {
 			// Its time is known: a release would only wake it to be told
 			// "not yet" (and take the wake-up from a caller it could help);
 			// the store says when the ticket comes due early.
@@ -97,7 +97,7 @@ func Wait(ctx context.Context, s Store, req Request, opts WaitOptions) (Reservat
 		if !r.RetryAt.IsZero() {
 			if wait := r.RetryAt.Sub(r.Now); wait > minSleep {
 				d = max(wait-clk.Now().Sub(sent), 0)
-				if holdsTicket(r) {
+				if r.HoldsTicket() {
 					d = ticketSleep(wait, tickets != nil)
 				}
 			}
@@ -151,10 +151,11 @@ func ticketSleep(wait time.Duration, announced bool) time.Duration {
 	return max(wait/2, tuning.TicketRecheck)
 }
 
-// holdsTicket reports whether r tells a call that it holds a ticket granted
+// HoldsTicket reports whether r tells a call that it holds a ticket granted
 // at r.RetryAt whatever is released before: a ticket booked now or not yet
 // due. A due ticket waiting for an in-flight slot (DenyCapacity on InFlight)
-// does not: a settle frees the slot.
-func holdsTicket(r Reservation) bool {
+// does not: a settle frees the slot. Wait sleeps such a call's whole wait,
+// RetryAt.Sub(Now), from the answer.
+func (r Reservation) HoldsTicket() bool {
 	return r.Booked && (r.Reason == DenyTicket || r.Reason == DenyCapacity && r.Binding != InFlight)
 }

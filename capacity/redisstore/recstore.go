@@ -37,13 +37,13 @@ func (e *recEngine) reserve(ctx context.Context, req capacity.Request) (capacity
 	if err != nil {
 		return capacity.Reservation{}, err // res may still be written: the caller gave up
 	}
-	if e.s.opts.Clock == nil {
+	if res.HoldsTicket() && e.s.opts.Clock == nil {
 		// The answer comes a write's round trip (and any conflicts) after
-		// the decision: Now is the store's clock at the answer, so that a
+		// the decision: Now is the store's clock at the answer, so that the
 		// ticket's holder, who sleeps RetryAt.Sub(Now) from it, claims on
-		// time however long the answer took. (The batch's clock stood
-		// still while the operations before this one were decided, for
-		// microseconds: Now is behind the answer by that.)
+		// time however long the answer took (capacity.Reservation.Now). (The
+		// batch's clock stood still while the operations before this one
+		// were decided, for microseconds: Now is behind the answer by that.)
 		res.Now = res.Now.Add(time.Since(decided))
 	}
 	return res, nil
