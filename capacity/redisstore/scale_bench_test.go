@@ -67,6 +67,11 @@ const (
 //     time inside Store.Reserve (not time waiting); steady-p99-us of the
 //     calls started after the first second, later-p99-us from the third
 //     second on (once every caller has arrived);
+//   - claim-late-1st-p99-us, claim-late-later-p99-us: how long after its
+//     ticket came due (on the caller's clock: the answer's time plus
+//     RetryAt.Sub(Now)) a call that held one got its grant, for tickets due
+//     in the first second and from the third on (the log adds the second,
+//     and how long the claim's Reserve took);
 //   - reserves/grant, settles/grant: Reserve and Settle calls per grant;
 //     rt/grant: commands the clients sent per grant (every command is a
 //     round trip: batches of reserves and settles share a script call);
@@ -139,6 +144,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 		grants, extra, waitNS, cmds, scripts, reserves, settles int64
 		clientCPU                                               int64
 		lat, steady, later, at                                  []int64
+		claims                                                  []scaleClaim
 		reasons                                                 = map[string]int64{}
 	)
 	for _, r := range reps {
@@ -147,6 +153,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 		casConflicts += r.CASConflicts
 		reloads += r.Reloads
 		at = append(at, r.Grants...)
+		claims = append(claims, r.Claims...)
 		lat = append(lat, r.ReserveNS...)
 		steady = append(steady, r.SteadyNS...)
 		later = append(later, r.LaterNS...)
@@ -167,31 +174,34 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	secs := run.window.Seconds()
 	perSec := scaleWindows(at, run.start, run.window)
 	lo, hi := scaleMinMax(perSec[1:])
+	byPhase := scaleClaimsByPhase(claims, run.start)
 	ops := reserves + settles
 	waiting := float64(waitNS) / 1e9 / secs // average callers inside Wait
 	g := float64(grants)
 	f := map[string]float64{
-		"grants/s":            g / secs,
-		"grants/s-min":        float64(lo),
-		"grants/s-max":        float64(hi),
-		"reserve-p50-us":      scalePercentile(lat, 50) / 1e3,
-		"reserve-p99-us":      scalePercentile(lat, 99) / 1e3,
-		"steady-p99-us":       scalePercentile(steady, 99) / 1e3,
-		"later-p99-us":        scalePercentile(later, 99) / 1e3,
-		"reserves/grant":      float64(reserves) / g,
-		"settles/grant":       float64(settles) / g,
-		"rt/grant":            float64(cmds) / g,
-		"reserve-rt/grant":    float64(scripts) * float64(reserves) / float64(ops) / g,
-		"settle-rt/grant":     float64(scripts) * float64(settles) / float64(ops) / g,
-		"cmds/wait/s":         float64(srv.commands) / (waiting * secs),
-		"overhead-ops/wait/s": float64(extra) / (waiting * secs),
-		"overhead-rt/wait/s":  (float64(scripts)*float64(extra)/float64(ops) + float64(cmds-scripts)) / (waiting * secs),
-		"redis-cpu-busy":      srv.cpu / secs,
-		"clients-cpu-cores":   float64(clientCPU) / 1e9 / secs,
-		"slowest-cmd-us":      float64(srv.slowest.Microseconds()),
-		"slowest-later-us":    float64(srv.slowestLater.Microseconds()),
-		"shutdown-slowest-us": float64(srv.shutdown.longest.Microseconds()),
-		"shutdown-redis-ms":   float64(srv.shutdown.total.Milliseconds()),
+		"grants/s":                g / secs,
+		"grants/s-min":            float64(lo),
+		"grants/s-max":            float64(hi),
+		"reserve-p50-us":          scalePercentile(lat, 50) / 1e3,
+		"reserve-p99-us":          scalePercentile(lat, 99) / 1e3,
+		"steady-p99-us":           scalePercentile(steady, 99) / 1e3,
+		"later-p99-us":            scalePercentile(later, 99) / 1e3,
+		"claim-late-1st-p99-us":   scalePercentile(byPhase[0].late, 99) / 1e3,
+		"claim-late-later-p99-us": scalePercentile(byPhase[2].late, 99) / 1e3,
+		"reserves/grant":          float64(reserves) / g,
+		"settles/grant":           float64(settles) / g,
+		"rt/grant":                float64(cmds) / g,
+		"reserve-rt/grant":        float64(scripts) * float64(reserves) / float64(ops) / g,
+		"settle-rt/grant":         float64(scripts) * float64(settles) / float64(ops) / g,
+		"cmds/wait/s":             float64(srv.commands) / (waiting * secs),
+		"overhead-ops/wait/s":     float64(extra) / (waiting * secs),
+		"overhead-rt/wait/s":      (float64(scripts)*float64(extra)/float64(ops) + float64(cmds-scripts)) / (waiting * secs),
+		"redis-cpu-busy":          srv.cpu / secs,
+		"clients-cpu-cores":       float64(clientCPU) / 1e9 / secs,
+		"slowest-cmd-us":          float64(srv.slowest.Microseconds()),
+		"slowest-later-us":        float64(srv.slowestLater.Microseconds()),
+		"shutdown-slowest-us":     float64(srv.shutdown.longest.Microseconds()),
+		"shutdown-redis-ms":       float64(srv.shutdown.total.Milliseconds()),
 	}
 	for k, v := range f {
 		b.ReportMetric(v, k)
@@ -212,6 +222,7 @@ func benchmarkHotScope(b *testing.B, burst time.Duration, shape scaleHotShape) {
 	b.Logf("  grants: %d = %.1f/s; per 1-s window %v (min %d, max %d after the burst window)", grants, g/secs, perSec, lo, hi)
 	b.Logf("  Reserve latency (inside Store.Reserve, %d calls): p50 %.0f µs, p99 %.0f µs; after the first second (every caller arriving at once): p99 %.0f µs; from the third second on: p99 %.0f µs",
 		len(lat), f["reserve-p50-us"], f["reserve-p99-us"], f["steady-p99-us"], f["later-p99-us"])
+	b.Logf("  claims of a ticket (grants of calls that held one), from when it came due to the grant: %v", byPhase)
 	b.Logf("  per grant: %.2f reserves (%.2f beyond booking+claim), %.2f settles; %.2f client round trips (%.2f script calls: %.2f for reserves, %.2f for settles; %.1f operations per script call)",
 		f["reserves/grant"], float64(extra)/g, f["settles/grant"], f["rt/grant"], float64(scripts)/g, f["reserve-rt/grant"], f["settle-rt/grant"], float64(ops)/float64(scripts))
 	b.Logf("  denials: %v", scaleSorted(reasons))
@@ -733,6 +744,36 @@ func scaleWindows(at []int64, start time.Time, window time.Duration) []int {
 		}
 	}
 	return per
+}
+
+// scaleClaimPhases splits the claims' lateness (and their Reserve's time)
+// by when their tickets came due: in the window's first second, in its
+// second, and from its third on.
+type scaleClaimPhases [3]struct{ late, reserve []int64 }
+
+func scaleClaimsByPhase(claims []scaleClaim, start time.Time) scaleClaimPhases {
+	var p scaleClaimPhases
+	for _, c := range claims {
+		i := min(int(time.Unix(0, c.DueNS).Sub(start)/time.Second), 2)
+		p[i].late = append(p[i].late, c.LateNS)
+		p[i].reserve = append(p[i].reserve, c.ReserveNS)
+	}
+	return p
+}
+
+// String renders each phase's count, and p50 and p99 of its lateness and of
+// its claims' Reserve, in ms.
+func (p scaleClaimPhases) String() string {
+	var b strings.Builder
+	for i, name := range []string{"due in the first second", "in the second", "from the third on"} {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		ph := p[i]
+		fmt.Fprintf(&b, "%s %d: late p50 %.1f, p99 %.1f ms (their Reserve p50 %.1f, p99 %.1f ms)", name, len(ph.late),
+			scalePercentile(ph.late, 50)/1e6, scalePercentile(ph.late, 99)/1e6, scalePercentile(ph.reserve, 50)/1e6, scalePercentile(ph.reserve, 99)/1e6)
+	}
+	return b.String()
 }
 
 func scaleMinMax(v []int) (int, int) {

@@ -177,7 +177,18 @@ type scaleReport struct {
 	// Commands and Scripts are the commands the client sent (scripts:
 	// EVALSHA and EVAL).
 	Commands, Scripts int64
-	Errors            []string
+	// Claims are the grants of the calls that held a ticket, due in the
+	// window.
+	Claims []scaleClaim
+	Errors []string
+}
+
+// scaleClaim is the grant of a call that held a ticket: when the ticket
+// came due on this machine's clock (unix ns; the answer's time plus
+// RetryAt.Sub(Now)), how long after that the grant came back, and how long
+// of that the claim's Reserve took.
+type scaleClaim struct {
+	DueNS, LateNS, ReserveNS int64
 }
 
 // scaleHook counts the commands a client sends.
@@ -211,9 +222,11 @@ func (h *scaleHook) count(cmd redis.Cmder) {
 type scaleCaller struct {
 	start, end time.Time
 	rep        scaleReport
-	// The current call: reserves made and whether it was booked.
+	// The current call: reserves made, whether it was booked, and when its
+	// ticket comes due (zero: it holds none).
 	n      int64
 	booked bool
+	due    time.Time
 }
 
 // scaleTimed is a capacity.Store (and, through the embedded store, a
@@ -233,8 +246,18 @@ type scaleStore interface {
 func (s scaleTimed) Reserve(ctx context.Context, req capacity.Request) (capacity.Reservation, error) {
 	t0 := time.Now()
 	res, err := s.scaleStore.Reserve(ctx, req)
-	d := time.Since(t0)
+	t1 := time.Now()
+	d := t1.Sub(t0)
 	c := s.c
+	switch {
+	case err != nil:
+	case res.HoldsTicket():
+		c.due = t1.Add(res.RetryAt.Sub(res.Now))
+	case res.Granted && !c.due.IsZero():
+		if !c.due.Before(c.start) && c.due.Before(c.end) {
+			c.rep.Claims = append(c.rep.Claims, scaleClaim{DueNS: c.due.UnixNano(), LateNS: t1.Sub(c.due).Nanoseconds(), ReserveNS: d.Nanoseconds()})
+		}
+	}
 	if t0.Before(c.start) || !t0.Before(c.end) {
 		return res, err
 	}
@@ -270,7 +293,7 @@ func (c *scaleCaller) endCall(admitted bool) {
 	}
 	c.rep.Necessary += need
 	c.rep.Extra += c.n - need
-	c.n, c.booked = 0, false
+	c.n, c.booked, c.due = 0, false, time.Time{}
 }
 
 // waited adds the part of [t0, t1] inside the window to the caller's wait.
@@ -430,6 +453,7 @@ func TestScaleChild(t *testing.T) {
 		rep.ReserveNS = append(rep.ReserveNS, r.ReserveNS...)
 		rep.SteadyNS = append(rep.SteadyNS, r.SteadyNS...)
 		rep.LaterNS = append(rep.LaterNS, r.LaterNS...)
+		rep.Claims = append(rep.Claims, r.Claims...)
 		rep.Admitted += r.Admitted
 		rep.Denied += r.Denied
 		rep.Reserves += r.Reserves
