@@ -746,11 +746,13 @@ func scaleWindows(at []int64, start time.Time, window time.Duration) []int {
 	return per
 }
 
-// scaleClaimPhases splits the claims' lateness (and their Reserve's time)
-// by when their tickets came due: in the window's first second, in its
+// scaleClaimPhases holds the claims' lateness and their Reserve's time
+// (ns) by when their tickets came due: in the window's first second, in its
 // second, and from its third on.
 type scaleClaimPhases [3]struct{ late, reserve []int64 }
 
+// scaleClaimsByPhase splits claims, of a window that began at start, by
+// phase.
 func scaleClaimsByPhase(claims []scaleClaim, start time.Time) scaleClaimPhases {
 	var p scaleClaimPhases
 	for _, c := range claims {

@@ -119,24 +119,28 @@ func (f waitingFigures) String() string {
 }
 
 // TestWaitingCallsAreQuiet: a thousand waiting calls do not poll Redis, and
-// a release costs Redis a few commands per worker, not one per waiting call,
-// on either engine. The scripts wake the head of each worker's queue: one
-// command a worker per release (0.019 per waiting call per second). The
-// records engine wakes a batch's worth of each worker's waiters, who arrive
-// in two or three batches, and each batch writes the time it advanced the
-// scope to, denials included, so the two workers' writes also meet: about
-// ten commands per release (0.074-0.125 measured, 0.107-0.125 when it
-// woke every waiter); its bound is twice the scripts'.
+// a release costs Redis a few commands per worker, not one per waiting call
+// (which would be 10 per waiting call per second here), on either engine.
+// The scripts wake the head of each worker's queue: one command a worker
+// per release (0.019 per waiting call per second). The records engine wakes
+// a batch's worth of each worker's waiters, decided in as many batches as
+// they arrive in, and each batch writes the time it advanced the scope to,
+// denials included, so the two workers' writes also meet: about ten
+// commands per release on a quiet machine (0.074-0.125 measured), but up
+// to 63 beside two other test packages (0.26 and 0.59), the woken waiters
+// then arriving in more batches. Its bound while releasing is a tenth of
+// one command per waiting call per release; while nothing is released,
+// both engines send nothing.
 func TestWaitingCallsAreQuiet(t *testing.T) {
 	for _, c := range []struct {
-		engine Engine
-		most   float64 // commands per waiting call per second
-	}{{EngineScripts, 0.1}, {EngineRecords, 0.2}} {
+		engine           Engine
+		quiet, releasing float64 // the most commands per waiting call per second
+	}{{EngineScripts, 0.1, 0.1}, {EngineRecords, 0.1, 1}} {
 		t.Run(c.engine.String(), func(t *testing.T) {
 			f := measureWaiting(t, c.engine, 1000, 1500*time.Millisecond)
 			t.Log(f)
-			require.LessOrEqual(t, f.quietRate, c.most)
-			require.LessOrEqual(t, f.releasingRate, c.most)
+			require.LessOrEqual(t, f.quietRate, c.quiet)
+			require.LessOrEqual(t, f.releasingRate, c.releasing)
 			require.Positive(t, f.granted, "released slots reach waiters")
 		})
 	}
