@@ -125,9 +125,9 @@ func testCrashReclaimsLeases(t *testing.T, engine Engine) {
 		for _, w := range waiters {
 			b, _ := os.ReadFile(w)
 			for _, f := range strings.Fields(string(b)) {
-				us, err := strconv.ParseInt(f, 10, 64)
+				ns, err := strconv.ParseInt(f, 10, 64)
 				if err == nil {
-					grants = append(grants, time.UnixMicro(us))
+					grants = append(grants, time.Unix(0, ns))
 				}
 			}
 		}
@@ -193,7 +193,7 @@ func crashWaiter(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			fmt.Fprintf(f, "%d\n", res.Lease.GrantedAt.UnixMicro())
+			fmt.Fprintf(f, "%d\n", res.Lease.GrantedAt.UnixNano())
 			mu.Unlock()
 		}()
 	}
