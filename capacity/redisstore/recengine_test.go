@@ -650,8 +650,9 @@ func TestStaleGrantIsGivenBack(t *testing.T) {
 	}
 }
 
-// TestRecordsNowAtTheAnswer: the records engine gives a reservation's Now
-// at the answer, not at the decision: a ticket whose answer took 300 ms to
+// TestRecordsNowAtTheAnswer: the records engine gives the Now of a
+// reservation that holds a ticket at the answer, not at the decision
+// (capacity.Reservation.HoldsTicket): a ticket whose answer took 300 ms to
 // come back after its batch was decided says its wait is that much
 // shorter, so that its holder, who sleeps RetryAt.Sub(Now) from the answer
 // (capacity.Wait), claims when the ticket comes due, not 300 ms after. The
@@ -681,6 +682,7 @@ func TestRecordsNowAtTheAnswer(t *testing.T) {
 	require.False(t, hook.armed.Load(), "no reply was held back")
 	require.True(t, res.Booked, "%+v", res)
 	require.False(t, res.Granted)
+	require.True(t, res.HoldsTicket(), "%+v", res)
 	wait := res.RetryAt.Sub(res.Now)
 	t.Logf("the ticket's wait from the answer: %v", wait)
 	require.LessOrEqual(t, wait, time.Second-delay+50*time.Millisecond,
