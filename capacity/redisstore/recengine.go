@@ -297,7 +297,7 @@ func (e *recEngine) lead(s *recScope) {
 		// wait for the client to find it so again.
 		err := e.s.down("exchange")
 		if err == nil {
-			err = e.run(s, batch)
+			batch, err = e.run(s, batch)
 		}
 		if err != nil {
 			// The copy may hold a decision Redis never took: the next
@@ -314,16 +314,19 @@ func (e *recEngine) lead(s *recScope) {
 	}
 }
 
-// run decides batch until its write applies. An operation abandoned
-// before the batch started is skipped.
-func (e *recEngine) run(s *recScope, batch []*recOp) error {
+// run decides batch until its write applies, and returns the batch it
+// decided: a batch refused because another worker wrote first takes in the
+// operations that arrived meanwhile (up to recBatchMax), since it is decided
+// again anyway. An operation abandoned before the batch started is
+// skipped.
+func (e *recEngine) run(s *recScope, batch []*recOp) ([]*recOp, error) {
 	ctx := context.Background()
 	if s.copy == nil || !s.alone && time.Since(s.touched) > recFreshFor || time.Since(s.readAt) > recClockFor {
 		// Likely stale: read what the copy missed before deciding.
 		had := s.copy != nil
 		read := s.args("read")
 		if err := e.exchange(ctx, s, &read); err != nil {
-			return err
+			return batch, err
 		}
 		s.alone = had && !s.behind
 	}
@@ -346,10 +349,10 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 			version, cred := s.version, s.credVersion
 			read := s.args("read")
 			if err := e.exchange(ctx, s, &read); err != nil {
-				return err
+				return batch, err
 			}
 			if s.version == version && s.credVersion == cred {
-				return nil
+				return batch, nil
 			}
 			s.alone = false
 			continue
@@ -371,18 +374,33 @@ func (e *recEngine) run(s *recScope, batch []*recOp) error {
 		s.names, s.values = args.names, args.values
 		clear(s.values) // the records are the write's: let them go
 		if err != nil {
-			return err
+			return batch, err
 		}
 		if s.wrote {
 			s.last, s.touched, s.blob, s.restsAt = max(s.last, now), time.Now(), ch.Blob, ch.RestsAt
 			e.writes.Add(1)
 			e.wakeLocal(s, release, ch.Announced)
-			return nil
+			return batch, nil
 		}
 		e.conflicts.Add(1)
 		s.alone = false
+		batch = s.takeIn(batch)
 	}
-	return fmt.Errorf("%w (%d tries)", ErrConflicts, recMaxConflicts)
+	return batch, fmt.Errorf("%w (%d tries)", ErrConflicts, recMaxConflicts)
+}
+
+// takeIn returns batch with the operations pending on s after it, up to
+// recBatchMax in all, taken off s's queue.
+func (s *recScope) takeIn(batch []*recOp) []*recOp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.pending), recBatchMax-len(batch))
+	if n <= 0 {
+		return batch
+	}
+	batch = append(batch, s.pending[:n]...)
+	s.pending = append([]*recOp(nil), s.pending[n:]...)
+	return batch
 }
 
 // args returns the exchange's arguments for what (a read, a reload or a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -708,4 +709,102 @@ func TestExchangeArgumentsLayout(t *testing.T) {
 	require.Len(t, c.args(), recArgsFixed+2)
 	require.Equal(t, []any{"lc", []byte("v")}, c.args()[recArgsFixed:])
 	require.Equal(t, int64(3), c.args()[0])
+}
+
+// TestRecordsRefusedBatchTakesIn: a batch whose write another worker's
+// write refused takes in the operations that arrived on its Store while it
+// was out, and the retry decides them all in one write, rather than
+// deciding the refused batch alone and the others in a batch after it that
+// meets the contention again. One worker's write is held at Redis's door
+// while five more calls queue behind it and a second worker writes the
+// scope: the first worker then writes once for the six calls.
+func TestRecordsRefusedBatchTakesIn(t *testing.T) {
+	t.Parallel()
+	addr := testClient(t).Options().Addr
+	rdbA := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdbA.Close()
+	hook := &heldWriteHook{entered: make(chan struct{}), release: make(chan struct{})}
+	rdbA.AddHook(hook)
+	rdbB := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdbB.Close()
+	prefix := testPrefix(t, rdbA)
+	a, b := newRecordsStore(t, rdbA, prefix, nil), newRecordsStore(t, rdbB, prefix, nil)
+	ctx := context.Background()
+	sc := capacity.Scope{Provider: capacity.OpenAI, LimitGroup: "gpt-4o", Credential: "takein"}
+	req := func(call string) capacity.Request {
+		return capacity.Request{Scope: sc, Limits: capacity.Limits{RequestsPerMinute: 6000},
+			Call: call, Attempt: 1, Charges: capacity.Charges{capacity.Requests: 1}, TTL: time.Minute}
+	}
+	res, err := a.Reserve(ctx, req("warm"))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	before := a.Stats()
+
+	const queued = 5
+	results := make(chan capacity.Reservation, queued+1)
+	reserve := func(call string) {
+		res, err := a.Reserve(ctx, req(call))
+		assert(t, err == nil, "%s: %v", call, err)
+		results <- res
+	}
+	hook.armed.Store(true)
+	go reserve("first")
+	<-hook.entered // the first call's write is on its way, held
+	for i := range queued {
+		go reserve("queued-" + strconv.Itoa(i))
+	}
+	rs := a.rec.scope(sc)
+	require.Eventually(t, func() bool {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		return len(rs.pending) == queued
+	}, 5*time.Second, time.Millisecond, "the queued calls wait behind the held batch")
+	res, err = b.Reserve(ctx, req("other worker"))
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	close(hook.release)
+
+	for range queued + 1 {
+		res := <-results
+		require.True(t, res.Granted, "%+v", res)
+	}
+	after := a.Stats()
+	require.Equal(t, int64(1), after.Conflicts-before.Conflicts, "the held write was refused once")
+	require.Equal(t, int64(1), after.Writes-before.Writes,
+		"the refused batch and the calls queued behind it were written together")
+}
+
+// heldWriteHook, once armed, holds the next pipeline that writes (an
+// exchange that is not a read) until release is closed, after closing
+// entered.
+type heldWriteHook struct {
+	armed            atomic.Bool
+	entered, release chan struct{}
+}
+
+func (h *heldWriteHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *heldWriteHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *heldWriteHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.writes(cmds) && h.armed.CompareAndSwap(true, false) {
+			close(h.entered)
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// writes reports whether cmds hold an exchange that writes: one whose
+// arguments do not say "read".
+func (h *heldWriteHook) writes(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		args := c.Args()
+		if len(args) == 0 || args[0] != "evalsha" {
+			continue
+		}
+		if !slices.Contains(args, any("read")) {
+			return true
+		}
+	}
+	return false
 }
