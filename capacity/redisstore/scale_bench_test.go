@@ -467,6 +467,7 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 		}
 		reps = append(reps, rep)
 	}
+	scaleLogLate(b, reps)
 	f := scaleServerFigures{cpu: cpu1 - cpu0, slowest: slow.longest, slowName: slow.name, slowAt: slow.at, slowestLater: slow.later, compile: slow.compile, shutdown: shutdown}
 	type count struct {
 		name string
@@ -490,6 +491,21 @@ func (r *scaleRun) run(b *testing.B, scopes int) ([]scaleReport, scaleServerFigu
 	_ = r.rdb.Do(ctx, "MEMORY", "PURGE").Err()
 	f.memory = scaleInfoInt(b, r.rdb, "memory", "used_memory") - mem0
 	return reps, f
+}
+
+// scaleLogLate logs how many processes were ready only after the window
+// began, and the latest: their callers come late to the first second.
+func scaleLogLate(b *testing.B, reps []scaleReport) {
+	var late int
+	var latest time.Duration
+	for _, r := range reps {
+		if r.LateNS > 0 {
+			late++
+			latest = max(latest, time.Duration(r.LateNS))
+		}
+	}
+	b.ReportMetric(float64(latest.Microseconds()), "ready-late-max-us")
+	b.Logf("  processes ready after the window began: %d of %d (the latest %v after)", late, len(reps), latest.Round(time.Millisecond))
 }
 
 // scaleSlowlogStart makes the server log every command that takes 1 ms or

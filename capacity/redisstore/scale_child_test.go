@@ -146,6 +146,10 @@ type scaleReport struct {
 	// CPUNS is the CPU time (user and system) the process used over the
 	// window.
 	CPUNS int64
+	// LateNS is how long after the window's start the process was ready to
+	// run its callers (0 if it was ready before): a process that starts late
+	// on a machine short of CPU brings its callers late to the first second.
+	LateNS int64
 	// Grants are the local times (unix nanoseconds) of the grants.
 	Grants []int64
 	// CASCommits and CASConflicts count the write scripts that applied and
@@ -415,6 +419,7 @@ func TestScaleChild(t *testing.T) {
 		t.Fatalf("role %q", role)
 	}
 
+	late := max(-time.Until(start), 0)
 	time.Sleep(time.Until(start))
 	cmds0, scripts0, cpu0 := hook.all.Load(), hook.scripts.Load(), redisstore.ProcessCPU()
 	var cmds1, scripts1, cpu1 atomic.Int64
@@ -440,7 +445,7 @@ func TestScaleChild(t *testing.T) {
 	time.Sleep(time.Until(end.Add(10 * time.Millisecond))) // the end counts are taken
 
 	rep := scaleReport{Proc: proc, Reasons: map[string]int64{}, Commands: cmds1.Load() - cmds0, Scripts: scripts1.Load() - scripts0,
-		CPUNS: cpu1.Load() - cpu0}
+		CPUNS: cpu1.Load() - cpu0, LateNS: late.Nanoseconds()}
 	if cas != nil {
 		rep.CASCommits, rep.CASConflicts = cas.Commits.Load(), cas.Conflicts.Load()
 	}
