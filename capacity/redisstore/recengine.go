@@ -330,7 +330,7 @@ func (e *recEngine) run(s *recScope, batch []*recOp) ([]*recOp, error) {
 		}
 		s.alone = had && !s.behind
 	}
-	for range recMaxConflicts {
+	for try := range recMaxConflicts {
 		redisNow := s.now()
 		now := redisNow
 		if c := e.s.opts.Clock; c != nil {
@@ -384,7 +384,9 @@ func (e *recEngine) run(s *recScope, batch []*recOp) ([]*recOp, error) {
 		}
 		e.conflicts.Add(1)
 		s.alone = false
-		batch = s.takeIn(batch)
+		if try+1 < recMaxConflicts {
+			batch = s.takeIn(batch) // not for a last try that will not come
+		}
 	}
 	return batch, fmt.Errorf("%w (%d tries)", ErrConflicts, recMaxConflicts)
 }
